@@ -1,0 +1,58 @@
+#pragma once
+// Training data held in memory as normalised float32 samples plus int labels,
+// and the seeded sampler that orders it.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "burstpool/tensor.hpp"
+
+namespace burstpool {
+
+struct Dataset {
+  std::string source;            // file(s) or "synthetic", for messages
+  Shape sample;                  // per-sample (n = 1)
+  std::vector<float> images;     // size() * sample.count()
+  std::vector<int32_t> labels;   // size()
+  int classes = 0;               // 1 + max label
+
+  size_t size() const { return labels.size(); }
+  const float* image(size_t i) const { return images.data() + i * sample.count(); }
+};
+
+struct Normalisation {
+  float mean = 0.0f, std = 1.0f;  // x' = (x - mean) / std, after scaling bytes to [0, 1]
+};
+
+// IDX files (as in the MNIST family), optionally gzip-compressed.
+Dataset load_idx(const std::string& images_path, const std::string& labels_path, Normalisation norm);
+// An HDF5 file with an images dataset (N,H,W) or (N,C,H,W), uint8 (scaled to
+// [0,1]) or float, and a labels dataset (N) of integers.
+Dataset load_hdf5_dataset(const std::string& path, const std::string& images, const std::string& labels,
+                          Normalisation norm);
+// Learnable synthetic data: one random template per class (fixed by `seed`)
+// plus noise drawn from (seed, stream): use stream 0 for training, 1 for test.
+Dataset make_synthetic(Shape sample, int classes, size_t count, uint64_t seed, uint64_t stream);
+
+// Seeded, deterministic shuffling. Epoch e visits a permutation that depends
+// only on (seed, e); batch b of epoch e is positions [b*B, (b+1)*B) of it.
+// The last partial batch of an epoch is dropped so every step has B samples.
+class BatchSampler {
+ public:
+  BatchSampler(size_t dataset_size, int batch, uint64_t seed);
+  int64_t steps_per_epoch() const { return static_cast<int64_t>(size_ / batch_); }
+  // Sample indices of global step `step` (epoch = step / steps_per_epoch).
+  const std::vector<uint32_t>& batch(int64_t step);
+
+ private:
+  size_t size_;
+  int batch_;
+  uint64_t seed_;
+  int64_t epoch_ = -1;
+  std::vector<uint32_t> order_, current_;
+};
+
+// Copies `count` samples (by index) into contiguous images/labels.
+void gather(const Dataset& data, const uint32_t* indices, int count, float* images, int32_t* labels);
+
+}  // namespace burstpool

@@ -1,0 +1,61 @@
+#pragma once
+// Job files (INI): what to train, on what data, how, and where results go.
+// Every key is declared once in a schema (src/job.cpp) with its default, unit
+// and meaning; `burstpool keys` prints that table and docs/jobs.md holds it.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "burstpool/data.hpp"
+#include "burstpool/optimizer.hpp"
+
+namespace burstpool {
+
+struct JobKey {
+  const char* section;
+  const char* key;
+  const char* fallback;  // default, as text ("" = none)
+  const char* unit;
+  const char* meaning;
+};
+const std::vector<JobKey>& job_schema();
+std::string job_schema_markdown();
+
+struct JobConfig {
+  std::string file;  // the job file, for messages
+
+  // [job]
+  std::string name;
+  std::string model_path;  // resolved against the job file's folder
+  uint64_t seed = 1;
+  std::string device = "cpu";
+  int threads = 0;  // 0: automatic
+
+  // [data]
+  std::string data_source;  // fashion-mnist | hdf5 | synthetic
+  std::string data_dir;
+  std::string train_file, test_file, images_dataset, labels_dataset;
+  Normalisation norm;
+  int synthetic_train = 0, synthetic_test = 0;
+
+  // [train]
+  int batch_size = 64;  // global batch, samples
+  int64_t steps = 0;    // 0: epochs decide
+  int epochs = 1;
+  int64_t eval_every = 0;  // steps; 0: at the end of every epoch
+  int64_t log_every = 100;
+
+  // [optimizer], [schedule]
+  float lr = 0.1f;
+  SgdOptions sgd;
+  LrSchedule schedule;
+
+  // [output]
+  std::string metrics_path, checkpoint_path;
+};
+
+// Reads `path` and applies `overrides` ("section.key=value", from --set or
+// other flags). Errors name the file and line, or the override.
+JobConfig load_job(const std::string& path, const std::vector<std::string>& overrides = {});
+
+}  // namespace burstpool

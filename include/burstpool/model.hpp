@@ -1,0 +1,88 @@
+#pragma once
+// A Model is one trainable instance of a ModelSpec on this rank: its layers in
+// topological order, flat parameter/gradient/state buffers, and activations
+// for up to `max_batch` samples. Several Models may live in one process (more
+// learners per rank, a background job); they share nothing.
+//
+// Gradients are sums over the local samples of the loss scaled by
+// Context::loss_scale (1 / global batch), so adding them over ranks gives the
+// gradient of the mean loss over the global batch.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "burstpool/layer.hpp"
+#include "burstpool/spec.hpp"
+
+namespace burstpool {
+
+struct NamedTensor {
+  int layer;          // topological position
+  std::string name;   // "weight", "running_mean", ...
+  Tensor value;
+  Tensor grad;        // empty for non-trained state
+  std::string path() const;  // "<layer>/<name>", set by the Model
+  std::string layer_name;
+};
+
+class Model {
+ public:
+  Model(const ModelSpec& spec, int max_batch, uint64_t init_seed);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelSpec& spec() const { return spec_; }
+  int size() const { return static_cast<int>(layers_.size()); }
+  Layer& layer(int i) { return *layers_[i]; }
+  const Layer& layer(int i) const { return *layers_[i]; }
+  const LayerSpec& layer_spec(int i) const { return spec_.layers[spec_index_[i]]; }
+  const std::vector<int>& inputs(int i) const { return inputs_[i]; }
+  int find(const std::string& name) const;  // topological position, -1 if absent
+  int input_layer() const { return input_; }
+  int loss_layer() const { return loss_; }
+  int logits_layer() const { return inputs_[loss_][0]; }
+  Shape sample_shape() const { return layers_[input_]->output_shape(); }
+  int classes() const { return static_cast<int>(layers_[logits_layer()]->output_shape().per_sample()); }
+
+  int max_batch() const { return max_batch_; }
+  int batch() const { return batch_; }
+  void set_batch(int n);  // 0 < n <= max_batch; re-views activations, no allocation
+
+  Tensor& activation(int i) { return acts_[i]; }
+  Tensor& gradient(int i) { return act_grads_[i]; }  // empty for the input layer
+  void load_batch(const float* images);              // batch() samples into the input layer
+
+  void forward_layer(int i, const Context& ctx);
+  void backward_layer(int i, const Context& ctx);
+  float forward(const Context& ctx);  // every layer; returns the loss layer's output
+  void backward(const Context& ctx);  // every layer, in reverse; seeds d(loss) = 1
+
+  Tensor& params() { return params_; }
+  Tensor& grads() { return grads_; }
+  Tensor& state() { return state_; }
+  const std::vector<NamedTensor>& tensors() const { return named_; }  // params and state, by layer
+  // Views of `flat` (laid out like params(), e.g. optimizer velocity), named like the parameters.
+  std::vector<NamedTensor> param_views(const Tensor& flat) const;
+  size_t param_count() const { return params_.size(); }
+  double forward_flops_per_sample() const;
+
+ private:
+  void allocate_activations();
+
+  const ModelSpec spec_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<int> spec_index_;              // topological position -> spec index
+  std::vector<std::vector<int>> inputs_;     // producers by topological position
+  std::vector<std::vector<bool>> accumulate_;  // per input slot: accumulate into its gradient
+  int input_ = -1, loss_ = -1;
+  int max_batch_ = 0, batch_ = 0;
+  Tensor params_, grads_, state_;
+  std::vector<NamedTensor> named_;
+  std::vector<Tensor> act_store_, grad_store_;  // full-capacity buffers
+  std::vector<Tensor> acts_, act_grads_;        // views for the current batch
+  Tensor loss_seed_;                            // d(loss)/d(loss) = 1
+};
+
+}  // namespace burstpool

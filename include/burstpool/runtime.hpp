@@ -1,0 +1,30 @@
+#pragma once
+// Process-wide set-up: MPI, thread counts, and the one error exit.
+#include <string>
+
+namespace burstpool {
+
+struct WorldInfo {
+  int rank = 0;
+  int size = 1;
+  std::string host;
+};
+
+// MPI_Init_thread asking for MPI_THREAD_MULTIPLE (background jobs and
+// synchronisation threads call MPI); fails if less than `required` is given.
+WorldInfo init_mpi(int* argc, char*** argv);
+void finalize_mpi();
+const WorldInfo& world();
+
+// Chooses threads per rank and applies them to OpenMP (BLAS itself stays
+// single-threaded and is split across OpenMP threads by the kernels):
+// `requested` > 0 wins; else OMP_NUM_THREADS; else 1 when several ranks share
+// the node under MPI; else every core. Returns the count used.
+int configure_threads(int requested);
+
+// Prints "burstpool: error: <message>" (with rank and host when there are
+// several ranks) on stderr and ends every rank: MPI_Abort when more than one
+// rank runs, exit(status) otherwise.
+[[noreturn]] void die(const std::string& message, int status = 1);
+
+}  // namespace burstpool

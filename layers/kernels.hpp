@@ -1,0 +1,36 @@
+#pragma once
+// CPU building blocks shared by the layer families: a row-major GEMM over the
+// project's CBLAS, and OpenMP helpers. Internal to the library.
+#include <omp.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "burstpool/layer.hpp"
+
+namespace burstpool::cpu {
+
+// C[M,N] = alpha * op(A) * op(B) + beta * C, all row-major.
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+          const float* b, int ldb, float beta, float* c, int ldc);
+
+// Threads for element-wise loops: parallelise only when the work is large
+// enough to beat OpenMP's fork cost (~1-2 us per region).
+inline bool worth_threads(size_t elements) { return elements >= (1u << 15) && omp_get_max_threads() > 1; }
+
+// dst = src (overwrite) or dst += src (accumulate).
+void write_grad(float* dst, const float* src, size_t n, bool accumulate);
+
+// 64-bit mixing (splitmix64 finaliser): counter-based random numbers that do
+// not depend on thread count or rank layout.
+inline uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+inline float uniform01(uint64_t key) { return static_cast<float>(mix64(key) >> 40) * (1.0f / 16777216.0f); }
+uint64_t hash_name(const std::string& s);
+
+}  // namespace burstpool::cpu

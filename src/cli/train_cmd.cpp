@@ -1,0 +1,54 @@
+// burstpool train JOB.ini [--steps N] [--epochs E] [--batch-size B] [--seed S]
+//                         [--metrics FILE] [--checkpoint FILE] [--set section.key=value ...]
+#include <fmt/format.h>
+
+#include "burstpool/job.hpp"
+#include "burstpool/runtime.hpp"
+#include "burstpool/trainer.hpp"
+#include "commands.hpp"
+
+namespace burstpool::cli {
+
+namespace {
+struct TrainArgs {
+  std::string job;
+  long long steps = -1, epochs = -1, batch = -1, seed = -1;
+  std::string metrics, checkpoint;
+  std::vector<std::string> sets;
+};
+}  // namespace
+
+Command add_train(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* sub = app.add_subcommand("train", "Train the job a job file describes");
+  sub->add_option("job", args->job, "Job file (INI)")->required();
+  sub->add_option("--steps", args->steps, "Training steps (overrides [train] steps)");
+  sub->add_option("--epochs", args->epochs, "Epochs (overrides [train] epochs)");
+  sub->add_option("--batch-size", args->batch, "Global batch (overrides [train] batch_size)");
+  sub->add_option("--seed", args->seed, "Seed (overrides [job] seed)");
+  sub->add_option("--metrics", args->metrics, "Write metrics JSON here (overrides [output] metrics)");
+  sub->add_option("--checkpoint", args->checkpoint, "Write an HDF5 checkpoint here (overrides [output] checkpoint)");
+  sub->add_option("--set", args->sets, "Override any job key: section.key=value (repeatable)");
+  return {sub, [args] {
+            std::vector<std::string> overrides;
+            auto flag = [&](long long v, const char* key) {
+              if (v >= 0) overrides.push_back(fmt::format("{}={}", key, v));
+            };
+            flag(args->steps, "train.steps");
+            flag(args->epochs, "train.epochs");
+            flag(args->batch, "train.batch_size");
+            flag(args->seed, "job.seed");
+            if (!args->metrics.empty()) overrides.push_back("output.metrics=" + args->metrics);
+            if (!args->checkpoint.empty()) overrides.push_back("output.checkpoint=" + args->checkpoint);
+            overrides.insert(overrides.end(), args->sets.begin(), args->sets.end());
+            JobConfig job = load_job(args->job, overrides);
+            TrainResult result = train(job);
+            if (!job.metrics_path.empty() && world().rank == 0) write_json(job.metrics_path, metrics_json(result));
+            if (world().rank == 0)
+              fmt::print("done: {} steps in {:.1f} s, {:.1f} samples/s, final loss {:.4f}, test accuracy {}\n",
+                         result.steps, result.wall_seconds, result.samples_per_second, result.final_loss,
+                         std::isfinite(result.test_accuracy) ? fmt::format("{:.4f}", result.test_accuracy) : "n/a");
+          }};
+}
+
+}  // namespace burstpool::cli

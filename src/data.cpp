@@ -1,0 +1,178 @@
+#include "burstpool/data.hpp"
+
+#include <zlib.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "../layers/kernels.hpp"
+#include "burstpool/error.hpp"
+#include "h5.hpp"
+
+namespace burstpool {
+namespace {
+
+// Reads a whole (possibly gzip-compressed) file; zlib reads plain files too.
+std::vector<unsigned char> read_all(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) throw Error(fmt::format("{}: cannot open data file (missing or unreadable)", path));
+  std::vector<unsigned char> out;
+  unsigned char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) out.insert(out.end(), buf, buf + n);
+  int err = 0;
+  const char* msg = gzerror(f, &err);
+  bool failed = n < 0 || (err != Z_OK && err != Z_STREAM_END);
+  std::string what = failed ? msg : "";
+  gzclose(f);
+  if (failed) throw Error(fmt::format("{}: read error ({}); truncated or corrupt file?", path, what));
+  return out;
+}
+
+uint32_t be32(const unsigned char* p) {
+  return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
+}
+
+struct Idx {
+  std::vector<uint32_t> dims;
+  const unsigned char* data;
+  size_t count;
+};
+
+// IDX: magic 0x00 0x00 <type 0x08 = ubyte> <ndims>, big-endian dims, then data.
+Idx parse_idx(const std::vector<unsigned char>& bytes, const std::string& path) {
+  if (bytes.size() < 4 || bytes[0] != 0 || bytes[1] != 0)
+    throw Error(fmt::format("{}: not an IDX file (bad magic number)", path));
+  if (bytes[2] != 0x08) throw Error(fmt::format("{}: IDX element type 0x{:02x} is not unsigned byte", path, bytes[2]));
+  Idx idx;
+  const int nd = bytes[3];
+  if (nd < 1 || bytes.size() < 4 + 4u * nd) throw Error(fmt::format("{}: truncated IDX header", path));
+  idx.count = 1;
+  for (int i = 0; i < nd; ++i) {
+    idx.dims.push_back(be32(&bytes[4 + 4 * i]));
+    idx.count *= idx.dims.back();
+  }
+  const size_t header = 4 + 4u * nd;
+  if (bytes.size() - header != idx.count)
+    throw Error(fmt::format("{}: truncated IDX data: header promises {} bytes, file has {}", path, idx.count,
+                            bytes.size() - header));
+  idx.data = bytes.data() + header;
+  return idx;
+}
+
+void finish_labels(Dataset& d) {
+  int max_label = -1;
+  for (int32_t l : d.labels) {
+    if (l < 0) throw Error(fmt::format("{}: negative label {}", d.source, l));
+    max_label = std::max<int>(max_label, l);
+  }
+  d.classes = max_label + 1;
+}
+
+void normalise(std::vector<float>& v, float scale, Normalisation norm) {
+  const float a = scale / norm.std, b = -norm.mean / norm.std;
+  for (float& x : v) x = x * a + b;
+}
+
+}  // namespace
+
+Dataset load_idx(const std::string& images_path, const std::string& labels_path, Normalisation norm) {
+  std::vector<unsigned char> ib = read_all(images_path), lb = read_all(labels_path);
+  Idx images = parse_idx(ib, images_path), labels = parse_idx(lb, labels_path);
+  if (images.dims.size() != 3) throw Error(fmt::format("{}: expected 3 IDX dimensions (N,H,W)", images_path));
+  if (labels.dims.size() != 1) throw Error(fmt::format("{}: expected 1 IDX dimension (N)", labels_path));
+  if (images.dims[0] != labels.dims[0])
+    throw Error(fmt::format("{} has {} images but {} has {} labels", images_path, images.dims[0], labels_path,
+                            labels.dims[0]));
+  Dataset d;
+  d.source = images_path;
+  d.sample = {1, 1, static_cast<int>(images.dims[1]), static_cast<int>(images.dims[2])};
+  d.images.assign(images.data, images.data + images.count);
+  normalise(d.images, 1.0f / 255.0f, norm);
+  d.labels.assign(labels.data, labels.data + labels.count);
+  finish_labels(d);
+  return d;
+}
+
+Dataset load_hdf5_dataset(const std::string& path, const std::string& images, const std::string& labels,
+                          Normalisation norm) {
+  h5::File f = h5::File::open_read(path);
+  std::vector<hsize_t> idims, ldims;
+  const bool bytes = h5::is_uint8(f, images);
+  Dataset d;
+  d.source = path;
+  d.images = h5::read_floats(f, images, &idims);
+  std::vector<int> l = h5::read_ints(f, labels, &ldims);
+  if (idims.size() != 3 && idims.size() != 4)
+    throw Error(fmt::format("{}: dataset '{}' must be (N,H,W) or (N,C,H,W), it has {} dimensions", path, images,
+                            idims.size()));
+  if (ldims.size() != 1 || ldims[0] != idims[0])
+    throw Error(fmt::format("{}: dataset '{}' must be ({}) to match '{}'", path, labels, idims[0], images));
+  if (idims.size() == 3)
+    d.sample = {1, 1, static_cast<int>(idims[1]), static_cast<int>(idims[2])};
+  else
+    d.sample = {1, static_cast<int>(idims[1]), static_cast<int>(idims[2]), static_cast<int>(idims[3])};
+  normalise(d.images, bytes ? 1.0f / 255.0f : 1.0f, norm);
+  d.labels.assign(l.begin(), l.end());
+  finish_labels(d);
+  return d;
+}
+
+Dataset make_synthetic(Shape sample, int classes, size_t count, uint64_t seed, uint64_t stream) {
+  BP_CHECK(classes >= 2 && count >= 1, "synthetic data needs >= 2 classes and >= 1 sample");
+  Dataset d;
+  d.source = "synthetic";
+  d.sample = sample.with_batch(1);
+  d.classes = classes;
+  const size_t per = d.sample.count();
+  std::vector<float> templates(per * classes);
+  for (size_t i = 0; i < templates.size(); ++i) templates[i] = 2.0f * cpu::uniform01(cpu::mix64(seed) + i) - 1.0f;
+  d.images.resize(per * count);
+  d.labels.resize(count);
+  const uint64_t noise_key = cpu::mix64(seed ^ cpu::mix64(stream + 0x5EED5EEDull));
+  for (size_t s = 0; s < count; ++s) {
+    const int label = static_cast<int>(cpu::mix64(noise_key + s) % classes);
+    d.labels[s] = label;
+    for (size_t e = 0; e < per; ++e) {
+      // Sum of two uniforms: cheap, zero-mean noise of variance 1/6.
+      const uint64_t k = cpu::mix64(noise_key ^ (s * 0x9E3779B97F4A7C15ull)) + e;
+      const float noise = cpu::uniform01(k) + cpu::uniform01(k ^ 0xABCDEFull) - 1.0f;
+      d.images[s * per + e] = templates[label * per + e] + noise;
+    }
+  }
+  return d;
+}
+
+BatchSampler::BatchSampler(size_t dataset_size, int batch, uint64_t seed)
+    : size_(dataset_size), batch_(batch), seed_(seed) {
+  if (batch < 1 || static_cast<size_t>(batch) > dataset_size)
+    throw Error(fmt::format("batch size {} must be between 1 and the training set size {}", batch, dataset_size));
+  order_.resize(size_);
+  current_.resize(batch_);
+}
+
+const std::vector<uint32_t>& BatchSampler::batch(int64_t step) {
+  const int64_t epoch = step / steps_per_epoch(), b = step % steps_per_epoch();
+  if (epoch != epoch_) {
+    // Fisher-Yates with counter-based randoms: the permutation depends on (seed, epoch) only.
+    for (size_t i = 0; i < size_; ++i) order_[i] = static_cast<uint32_t>(i);
+    const uint64_t key = cpu::mix64(seed_ ^ cpu::mix64(static_cast<uint64_t>(epoch) + 0x1234567ull));
+    for (size_t i = size_ - 1; i > 0; --i) {
+      size_t j = cpu::mix64(key + i) % (i + 1);
+      std::swap(order_[i], order_[j]);
+    }
+    epoch_ = epoch;
+  }
+  std::copy_n(order_.begin() + b * batch_, batch_, current_.begin());
+  return current_;
+}
+
+void gather(const Dataset& data, const uint32_t* indices, int count, float* images, int32_t* labels) {
+  const size_t per = data.sample.count();
+  for (int i = 0; i < count; ++i) {
+    std::memcpy(images + i * per, data.image(indices[i]), per * sizeof(float));
+    labels[i] = data.labels[indices[i]];
+  }
+}
+
+}  // namespace burstpool

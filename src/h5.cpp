@@ -1,0 +1,230 @@
+#include "h5.hpp"
+
+#include <cstdio>
+
+#include "burstpool/error.hpp"
+
+namespace burstpool::h5 {
+namespace {
+
+struct Quiet {
+  Quiet() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+};
+void quiet() { static Quiet once; }
+
+[[noreturn]] void fail(const File& f, const std::string& what) {
+  throw Error(fmt::format("{}: {}", f.path(), what));
+}
+
+Handle open_object(const File& f, const std::string& object) {
+  quiet();
+  hid_t id = H5Oopen(f.id(), object.c_str(), H5P_DEFAULT);
+  if (id < 0) fail(f, fmt::format("object '{}' is missing or unreadable", object));
+  return Handle(id, H5Oclose);
+}
+
+Handle open_dataset(const File& f, const std::string& path) {
+  quiet();
+  if (!exists(f, path)) fail(f, fmt::format("dataset '{}' is missing", path));
+  hid_t id = H5Dopen2(f.id(), path.c_str(), H5P_DEFAULT);
+  if (id < 0) fail(f, fmt::format("dataset '{}' cannot be opened", path));
+  return Handle(id, H5Dclose);
+}
+
+}  // namespace
+
+std::vector<hsize_t> dims_of(const File& f, const std::string& path) {
+  Handle ds = open_dataset(f, path);
+  Handle space(H5Dget_space(ds.get()), H5Sclose);
+  int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) fail(f, fmt::format("dataset '{}' has no readable shape", path));
+  std::vector<hsize_t> dims(rank);
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return dims;
+}
+
+namespace {
+
+template <class T>
+std::vector<T> read_numbers(const File& f, const std::string& path, hid_t mem_type, std::vector<hsize_t>* out_dims) {
+  std::vector<hsize_t> dims = dims_of(f, path);
+  Handle ds = open_dataset(f, path);
+  hsize_t count = 1;
+  for (hsize_t d : dims) count *= d;
+  std::vector<T> data(count);
+  if (count > 0 && H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) < 0)
+    fail(f, fmt::format("dataset '{}' could not be read (truncated or corrupt file?)", path));
+  if (out_dims) *out_dims = dims;
+  return data;
+}
+
+}  // namespace
+
+File File::create(const std::string& path) {
+  quiet();
+  File f;
+  f.path_ = path;
+  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+  H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+  H5Pclose(fcpl);
+  if (id < 0) throw Error(fmt::format("{}: cannot create HDF5 file", path));
+  f.h_ = Handle(id, H5Fclose);
+  return f;
+}
+
+File File::open_read(const std::string& path) {
+  quiet();
+  File f;
+  f.path_ = path;
+  if (std::FILE* probe = std::fopen(path.c_str(), "rb")) {
+    std::fclose(probe);
+  } else {
+    throw Error(fmt::format("{}: cannot open file (missing or unreadable)", path));
+  }
+  hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0) throw Error(fmt::format("{}: not a readable HDF5 file (truncated or corrupt?)", path));
+  f.h_ = Handle(id, H5Fclose);
+  return f;
+}
+
+void File::close() {
+  if (h_.get() < 0) return;
+  if (H5Fflush(h_.get(), H5F_SCOPE_GLOBAL) < 0) fail(*this, "flush failed");
+  hid_t id = h_.get();
+  h_ = Handle();  // release without the deleter double-closing
+  if (H5Fclose(id) < 0) fail(*this, "close failed");
+}
+
+bool exists(const File& f, const std::string& object) {
+  quiet();
+  // Check each path component: H5Lexists fails on a missing intermediate group.
+  size_t pos = 0;
+  while (true) {
+    pos = object.find('/', pos + 1);
+    std::string prefix = object.substr(0, pos);
+    if (!prefix.empty() && prefix != "/" && H5Lexists(f.id(), prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (pos == std::string::npos) return true;
+  }
+}
+
+std::vector<std::string> children(const File& f, const std::string& group) {
+  Handle g = open_object(f, group);
+  std::vector<std::string> names;
+  H5G_info_t info;
+  if (H5Gget_info(g.get(), &info) < 0) fail(f, fmt::format("'{}' is not a group", group));
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    char buf[512];
+    ssize_t len = H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, buf, sizeof buf, H5P_DEFAULT);
+    if (len < 0 || len >= static_cast<ssize_t>(sizeof buf)) fail(f, fmt::format("bad link name in '{}'", group));
+    names.emplace_back(buf, len);
+  }
+  return names;
+}
+
+void ensure_group(const File& f, const std::string& group) {
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = group.find('/', pos + 1);
+    std::string prefix = group.substr(0, pos);
+    if (prefix.empty() || prefix == "/" || H5Lexists(f.id(), prefix.c_str(), H5P_DEFAULT) > 0) continue;
+    hid_t g = H5Gcreate2(f.id(), prefix.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0) fail(f, fmt::format("cannot create group '{}'", prefix));
+    H5Gclose(g);
+  }
+}
+
+void write_string_attr(const File& f, const std::string& object, const std::string& name, const std::string& value) {
+  Handle obj = open_object(f, object);
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.get(), value.empty() ? 1 : value.size());
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attr(H5Acreate2(obj.get(), name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (attr.get() < 0 || H5Awrite(attr.get(), type.get(), value.empty() ? "" : value.data()) < 0)
+    fail(f, fmt::format("cannot write attribute '{}' of '{}'", name, object));
+}
+
+void write_int_attr(const File& f, const std::string& object, const std::string& name, long long value) {
+  Handle obj = open_object(f, object);
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attr(H5Acreate2(obj.get(), name.c_str(), H5T_NATIVE_LLONG, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (attr.get() < 0 || H5Awrite(attr.get(), H5T_NATIVE_LLONG, &value) < 0)
+    fail(f, fmt::format("cannot write attribute '{}' of '{}'", name, object));
+}
+
+bool has_attr(const File& f, const std::string& object, const std::string& name) {
+  Handle obj = open_object(f, object);
+  return H5Aexists(obj.get(), name.c_str()) > 0;
+}
+
+std::string read_string_attr(const File& f, const std::string& object, const std::string& name) {
+  Handle obj = open_object(f, object);
+  if (H5Aexists(obj.get(), name.c_str()) <= 0) fail(f, fmt::format("'{}' has no attribute '{}'", object, name));
+  Handle attr(H5Aopen(obj.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  Handle type(H5Aget_type(attr.get()), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_STRING)
+    fail(f, fmt::format("attribute '{}' of '{}' is not a string", name, object));
+  if (H5Tis_variable_str(type.get()) > 0) {
+    char* text = nullptr;
+    Handle mem(H5Tget_native_type(type.get(), H5T_DIR_ASCEND), H5Tclose);
+    if (H5Aread(attr.get(), mem.get(), &text) < 0) fail(f, fmt::format("cannot read attribute '{}'", name));
+    std::string out = text ? text : "";
+    H5free_memory(text);
+    return out;
+  }
+  size_t size = H5Tget_size(type.get());
+  std::string out(size, '\0');
+  if (H5Aread(attr.get(), type.get(), out.data()) < 0) fail(f, fmt::format("cannot read attribute '{}'", name));
+  while (!out.empty() && out.back() == '\0') out.pop_back();
+  return out;
+}
+
+long long read_int_attr(const File& f, const std::string& object, const std::string& name) {
+  Handle obj = open_object(f, object);
+  if (H5Aexists(obj.get(), name.c_str()) <= 0) fail(f, fmt::format("'{}' has no attribute '{}'", object, name));
+  Handle attr(H5Aopen(obj.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  long long v = 0;
+  if (H5Aread(attr.get(), H5T_NATIVE_LLONG, &v) < 0)
+    fail(f, fmt::format("attribute '{}' of '{}' is not an integer", name, object));
+  return v;
+}
+
+std::vector<std::string> attr_names(const File& f, const std::string& object) {
+  Handle obj = open_object(f, object);
+  H5O_info_t info;
+  if (H5Oget_info2(obj.get(), &info, H5O_INFO_NUM_ATTRS) < 0) fail(f, fmt::format("cannot inspect '{}'", object));
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.num_attrs; ++i) {
+    char buf[256];
+    ssize_t len = H5Aget_name_by_idx(obj.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, buf, sizeof buf, H5P_DEFAULT);
+    if (len < 0 || len >= static_cast<ssize_t>(sizeof buf)) fail(f, fmt::format("bad attribute name on '{}'", object));
+    names.emplace_back(buf, len);
+  }
+  return names;
+}
+
+void write_floats(const File& f, const std::string& path, const std::vector<hsize_t>& dims, const float* data) {
+  ensure_group(f, path.substr(0, path.rfind('/')));
+  Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  Handle ds(H5Dcreate2(f.id(), path.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+            H5Dclose);
+  if (ds.get() < 0 || H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+    fail(f, fmt::format("cannot write dataset '{}'", path));
+}
+
+std::vector<float> read_floats(const File& f, const std::string& path, std::vector<hsize_t>* dims) {
+  return read_numbers<float>(f, path, H5T_NATIVE_FLOAT, dims);
+}
+
+std::vector<int> read_ints(const File& f, const std::string& path, std::vector<hsize_t>* dims) {
+  return read_numbers<int>(f, path, H5T_NATIVE_INT, dims);
+}
+
+bool is_uint8(const File& f, const std::string& path) {
+  Handle ds = open_dataset(f, path);
+  Handle type(H5Dget_type(ds.get()), H5Tclose);
+  return H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_size(type.get()) == 1 &&
+         H5Tget_sign(type.get()) == H5T_SGN_NONE;
+}
+
+}  // namespace burstpool::h5

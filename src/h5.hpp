@@ -1,0 +1,66 @@
+#pragma once
+// Thin RAII layer over the HDF5 C API, internal to the library. Every failure
+// throws burstpool::Error naming the file and the object; HDF5's own error
+// stack printing is switched off so users see one line, not a trace.
+#include <hdf5.h>
+
+#include <string>
+#include <vector>
+
+namespace burstpool::h5 {
+
+class Handle {
+ public:
+  Handle() = default;
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Handle() { reset(); }
+  Handle(Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) reset(), id_ = o.id_, close_ = o.close_, o.id_ = -1;
+    return *this;
+  }
+  hid_t get() const { return id_; }
+  void reset() {
+    if (id_ >= 0 && close_) close_(id_);
+    id_ = -1;
+  }
+
+ private:
+  hid_t id_ = -1;
+  herr_t (*close_)(hid_t) = nullptr;
+};
+
+class File {
+ public:
+  static File create(const std::string& path);  // truncates
+  static File open_read(const std::string& path);
+  const std::string& path() const { return path_; }
+  hid_t id() const { return h_.get(); }
+  void close();  // flush and close now; errors throw
+
+ private:
+  std::string path_;
+  Handle h_;
+};
+
+bool exists(const File& f, const std::string& object);
+// Names of the links directly inside group `group`, in creation order where recorded.
+std::vector<std::string> children(const File& f, const std::string& group);
+void ensure_group(const File& f, const std::string& group);
+
+void write_string_attr(const File& f, const std::string& object, const std::string& name, const std::string& value);
+void write_int_attr(const File& f, const std::string& object, const std::string& name, long long value);
+bool has_attr(const File& f, const std::string& object, const std::string& name);
+std::string read_string_attr(const File& f, const std::string& object, const std::string& name);
+long long read_int_attr(const File& f, const std::string& object, const std::string& name);
+std::vector<std::string> attr_names(const File& f, const std::string& object);
+
+void write_floats(const File& f, const std::string& path, const std::vector<hsize_t>& dims, const float* data);
+// Reads a numeric dataset converted to float; returns its dims.
+std::vector<float> read_floats(const File& f, const std::string& path, std::vector<hsize_t>* dims = nullptr);
+std::vector<int> read_ints(const File& f, const std::string& path, std::vector<hsize_t>* dims = nullptr);
+// True for unsigned 8-bit integer datasets (raw image bytes).
+bool is_uint8(const File& f, const std::string& path);
+std::vector<hsize_t> dims_of(const File& f, const std::string& path);
+
+}  // namespace burstpool::h5

@@ -1,0 +1,203 @@
+#include "burstpool/job.hpp"
+
+#include <cmath>
+#include <map>
+
+#include "burstpool/error.hpp"
+#include "burstpool/ini.hpp"
+
+namespace burstpool {
+
+const std::vector<JobKey>& job_schema() {
+  static const std::vector<JobKey> keys = {
+      {"job", "name", "", "text", "Name used in progress output and metrics; default: the job file's name"},
+      {"job", "model", "", "path", "Model file (.ini or .h5), relative to the job file's folder. Required"},
+      {"job", "seed", "1", "integer", "Seed for weight initialisation, shuffling, dropout and synthetic data"},
+      {"job", "device", "cpu", "cpu", "Where layers run; this build has the CPU backend"},
+      {"job", "threads", "0", "threads", "Threads per rank; 0: OMP_NUM_THREADS, else 1 under MPI with several ranks, else all cores"},
+      {"data", "source", "fashion-mnist", "fashion-mnist | hdf5 | synthetic", "Where samples come from"},
+      {"data", "dir", "/usr/share/datasets/fashion-mnist", "path", "fashion-mnist: folder with the four IDX files (.gz or plain)"},
+      {"data", "train_file", "", "path", "hdf5: training file, relative to the job file's folder"},
+      {"data", "test_file", "", "path", "hdf5: test file; empty: no evaluation"},
+      {"data", "images_dataset", "images", "HDF5 path", "hdf5: images dataset, (N,H,W) or (N,C,H,W), uint8 or float"},
+      {"data", "labels_dataset", "labels", "HDF5 path", "hdf5: labels dataset, (N) integers"},
+      {"data", "normalize_mean", "0", "pixel value", "Subtracted after scaling bytes to [0,1]"},
+      {"data", "normalize_std", "1", "pixel value", "Divides after subtracting the mean; > 0"},
+      {"data", "synthetic_train_samples", "1024", "samples", "synthetic: training set size"},
+      {"data", "synthetic_test_samples", "256", "samples", "synthetic: test set size; 0: no evaluation"},
+      {"train", "batch_size", "64", "samples", "Global batch per step, summed over all ranks"},
+      {"train", "steps", "0", "steps", "Training steps; 0: epochs decide"},
+      {"train", "epochs", "1", "epochs", "Passes over the training set when steps = 0 (last partial batch dropped)"},
+      {"train", "eval_every", "0", "steps", "Test-set evaluation cadence; 0: at the end of every epoch. Always at the end"},
+      {"train", "log_every", "100", "steps", "Progress line cadence on rank 0"},
+      {"optimizer", "type", "sgd", "sgd", "Optimizer"},
+      {"optimizer", "lr", "0.1", "learning rate", "Base learning rate"},
+      {"optimizer", "momentum", "0.9", "factor", "Momentum; 0 disables it"},
+      {"optimizer", "nesterov", "false", "boolean", "Nesterov momentum"},
+      {"optimizer", "weight_decay", "0", "factor", "L2 weight decay added to every parameter's gradient"},
+      {"schedule", "type", "constant", "constant | step | cosine", "Learning-rate schedule over training steps"},
+      {"schedule", "warmup_steps", "0", "steps", "Linear warm-up from lr/warmup_steps to lr"},
+      {"schedule", "step_size", "0", "steps", "step: multiply the rate by gamma every step_size steps"},
+      {"schedule", "gamma", "0.1", "factor", "step: decay factor"},
+      {"schedule", "min_lr", "0", "learning rate", "cosine: rate reached at the last step"},
+      {"output", "metrics", "", "path", "Metrics JSON written at the end (relative to the working folder)"},
+      {"output", "checkpoint", "", "path", "HDF5 checkpoint written at the end, atomically"},
+  };
+  return keys;
+}
+
+std::string job_schema_markdown() {
+  std::string out = "| section | key | default | unit | meaning |\n|---|---|---|---|---|\n";
+  for (const JobKey& k : job_schema())
+    out += fmt::format("| [{}] | `{}` | {} | {} | {} |\n", k.section, k.key,
+                       *k.fallback ? fmt::format("`{}`", k.fallback) : "(none)", k.unit, k.meaning);
+  return out;
+}
+
+namespace {
+
+struct Value {
+  std::string text;
+  std::string where;  // "file:line" or "--set section.key=value"
+};
+
+class Values {
+ public:
+  Values(const std::string& file) : file_(file) {
+    for (const JobKey& k : job_schema()) values_[id(k.section, k.key)] = {k.fallback, "default"};
+  }
+  void set(const std::string& section, const std::string& key, const std::string& text, const std::string& where) {
+    auto it = values_.find(id(section, key));
+    if (it == values_.end()) {
+      std::string known;
+      for (const JobKey& k : job_schema())
+        if (section == k.section) known += (known.empty() ? "" : ", ") + std::string(k.key);
+      if (known.empty()) throw Error(fmt::format("{}: unknown section [{}]", where, section));
+      throw Error(fmt::format("{}: [{}] unknown key '{}' (known: {})", where, section, key, known));
+    }
+    it->second = {text, where};
+  }
+  const Value& get(const char* section, const char* key) const { return values_.at(id(section, key)); }
+
+  std::string str(const char* s, const char* k) const { return get(s, k).text; }
+  int64_t integer(const char* s, const char* k, int64_t min) const {
+    const Value& v = get(s, k);
+    int out;
+    if (!parse_int(v.text, out)) fail(s, k, fmt::format("'{}' is not an integer", v.text));
+    if (out < min) fail(s, k, fmt::format("{} is below the minimum {}", out, min));
+    return out;
+  }
+  float number(const char* s, const char* k, float min, bool strict = false) const {
+    const Value& v = get(s, k);
+    float out;
+    if (!parse_float(v.text, out) || !std::isfinite(out)) fail(s, k, fmt::format("'{}' is not a number", v.text));
+    if (out < min || (strict && out == min)) fail(s, k, fmt::format("{} must be {} {}", out, strict ? ">" : ">=", min));
+    return out;
+  }
+  bool boolean(const char* s, const char* k) const {
+    const std::string& t = get(s, k).text;
+    if (t == "true" || t == "1" || t == "yes") return true;
+    if (t == "false" || t == "0" || t == "no") return false;
+    fail(s, k, fmt::format("'{}' is not a boolean (true/false)", t));
+  }
+  std::string choice(const char* s, const char* k, std::initializer_list<const char*> options) const {
+    const std::string& t = get(s, k).text;
+    std::string list;
+    for (const char* o : options) {
+      if (t == o) return t;
+      list += (list.empty() ? "" : ", ") + std::string(o);
+    }
+    fail(s, k, fmt::format("'{}' is not one of: {}", t, list));
+  }
+  [[noreturn]] void fail(const char* s, const char* k, const std::string& message) const {
+    const Value& v = get(s, k);
+    throw Error(fmt::format("{}: [{}] {}: {}", v.where == "default" ? file_ : v.where, s, k, message));
+  }
+
+ private:
+  static std::string id(const std::string& s, const std::string& k) { return s + "." + k; }
+  std::string file_;
+  std::map<std::string, Value> values_;
+};
+
+std::string folder_of(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
+}
+
+std::string resolve(const std::string& base, const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  return base + path;
+}
+
+}  // namespace
+
+JobConfig load_job(const std::string& path, const std::vector<std::string>& overrides) {
+  IniDocument doc = IniDocument::parse_file(path);
+  Values v(path);
+  for (const IniSection& s : doc.sections)
+    for (const IniEntry& e : s.entries) v.set(s.name, e.key, e.value, doc.at(e.line).str());
+  for (const std::string& o : overrides) {
+    const std::string where = fmt::format("--set {}", o);
+    size_t eq = o.find('='), dot = o.find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq || trim(o.substr(eq + 1)).empty())
+      throw Error(fmt::format("{}: expected section.key=value", where));
+    v.set(trim(o.substr(0, dot)), trim(o.substr(dot + 1, eq - dot - 1)), trim(o.substr(eq + 1)), where);
+  }
+
+  JobConfig c;
+  c.file = path;
+  const std::string base = folder_of(path);
+  c.name = v.str("job", "name");
+  if (c.name.empty()) {
+    std::string stem = path.substr(path.find_last_of('/') + 1);
+    c.name = stem.substr(0, stem.rfind('.'));
+  }
+  c.model_path = resolve(base, v.str("job", "model"));
+  if (c.model_path.empty()) v.fail("job", "model", "missing (required)");
+  c.seed = static_cast<uint64_t>(v.integer("job", "seed", 0));
+  c.device = v.choice("job", "device", {"cpu"});
+  c.threads = static_cast<int>(v.integer("job", "threads", 0));
+
+  c.data_source = v.choice("data", "source", {"fashion-mnist", "hdf5", "synthetic"});
+  c.data_dir = resolve(base, v.str("data", "dir"));
+  c.train_file = resolve(base, v.str("data", "train_file"));
+  c.test_file = resolve(base, v.str("data", "test_file"));
+  if (c.data_source == "hdf5" && c.train_file.empty()) v.fail("data", "train_file", "required when source = hdf5");
+  c.images_dataset = v.str("data", "images_dataset");
+  c.labels_dataset = v.str("data", "labels_dataset");
+  c.norm.mean = v.number("data", "normalize_mean", -1e30f);
+  c.norm.std = v.number("data", "normalize_std", 0.0f, true);
+  c.synthetic_train = static_cast<int>(v.integer("data", "synthetic_train_samples", 1));
+  c.synthetic_test = static_cast<int>(v.integer("data", "synthetic_test_samples", 0));
+
+  c.batch_size = static_cast<int>(v.integer("train", "batch_size", 1));
+  c.steps = v.integer("train", "steps", 0);
+  c.epochs = static_cast<int>(v.integer("train", "epochs", 1));
+  c.eval_every = v.integer("train", "eval_every", 0);
+  c.log_every = v.integer("train", "log_every", 1);
+
+  v.choice("optimizer", "type", {"sgd"});
+  c.lr = v.number("optimizer", "lr", 0.0f, true);
+  c.sgd.momentum = v.number("optimizer", "momentum", 0.0f);
+  if (c.sgd.momentum >= 1.0f) v.fail("optimizer", "momentum", "must be below 1");
+  c.sgd.nesterov = v.boolean("optimizer", "nesterov");
+  if (c.sgd.nesterov && c.sgd.momentum == 0.0f) v.fail("optimizer", "nesterov", "needs momentum > 0");
+  c.sgd.weight_decay = v.number("optimizer", "weight_decay", 0.0f);
+
+  bool ok = true;
+  c.schedule.kind = LrSchedule::parse_kind(v.choice("schedule", "type", {"constant", "step", "cosine"}), ok);
+  c.schedule.base_lr = c.lr;
+  c.schedule.warmup_steps = v.integer("schedule", "warmup_steps", 0);
+  c.schedule.step_size = v.integer("schedule", "step_size", 0);
+  if (c.schedule.kind == LrSchedule::Kind::step && c.schedule.step_size < 1)
+    v.fail("schedule", "step_size", "must be >= 1 when type = step");
+  c.schedule.gamma = v.number("schedule", "gamma", 0.0f, true);
+  c.schedule.min_lr = v.number("schedule", "min_lr", 0.0f);
+
+  c.metrics_path = v.str("output", "metrics");
+  c.checkpoint_path = v.str("output", "checkpoint");
+  return c;
+}
+
+}  // namespace burstpool

@@ -1,0 +1,210 @@
+#include "burstpool/model.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "../layers/kernels.hpp"
+#include "burstpool/error.hpp"
+
+namespace burstpool {
+
+std::string NamedTensor::path() const { return layer_name + "/" + name; }
+
+namespace {
+
+// Deterministic initial values that depend only on (seed, layer, param name),
+// not on layer order or rank, so every rank builds the same initial model.
+void initialise(const ParamSpec& p, Tensor& t, uint64_t seed, const std::string& layer) {
+  float* v = t.data();
+  const size_t n = t.size();
+  switch (p.init) {
+    case Init::zeros: t.fill(0.0f); break;
+    case Init::ones: t.fill(1.0f); break;
+    case Init::kaiming_uniform: {
+      // He uniform: bound sqrt(6 / fan_in), suited to ReLU networks.
+      const float bound = std::sqrt(6.0f / static_cast<float>(p.fan_in));
+      const uint64_t key = cpu::mix64(seed ^ cpu::hash_name(layer + "/" + p.name));
+      for (size_t i = 0; i < n; ++i) v[i] = (2.0f * cpu::uniform01(key + i) - 1.0f) * bound;
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+Model::Model(const ModelSpec& spec, int max_batch, uint64_t init_seed) : spec_(spec), max_batch_(max_batch) {
+  BP_CHECK(max_batch >= 1, "model batch {} must be >= 1", max_batch);
+  spec_index_ = spec_.topological_order();
+  const int n = static_cast<int>(spec_index_.size());
+  std::vector<int> position(n);
+  for (int i = 0; i < n; ++i) position[spec_index_[i]] = i;
+
+  std::vector<int> consumers(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const LayerSpec& ls = spec_.layers[spec_index_[i]];
+    layers_.push_back(make_layer(ls));
+    std::vector<int> in;
+    std::vector<Shape> shapes;
+    for (const std::string& name : ls.inputs) {
+      int p = position[spec_.find(name)];
+      in.push_back(p);
+      shapes.push_back(layers_[p]->output_shape());
+      ++consumers[p];
+      if (layers_[p]->is_loss())
+        throw Error(fmt::format("{}: layer '{}' takes the loss layer '{}' as input", ls.where("inputs").str(),
+                                ls.name, name));
+    }
+    inputs_.push_back(in);
+    try {
+      layers_[i]->infer(shapes);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", ls.loc.str(), e.what()));
+    }
+    if (ls.type == "input") {
+      if (input_ >= 0)
+        throw Error(fmt::format("{}: a second input layer '{}' (one is allowed)", ls.loc.str(), ls.name));
+      input_ = i;
+    }
+    if (layers_[i]->is_loss()) {
+      if (loss_ >= 0)
+        throw Error(fmt::format("{}: a second loss layer '{}' (one is allowed)", ls.loc.str(), ls.name));
+      loss_ = i;
+    }
+  }
+  if (input_ < 0) throw Error(fmt::format("{}: the model has no layer of type 'input'", spec_.source));
+  if (loss_ < 0)
+    throw Error(fmt::format("{}: the model has no loss layer (type 'softmax_cross_entropy')", spec_.source));
+  for (int i = 0; i < n; ++i)
+    if (consumers[i] == 0 && i != loss_)
+      throw Error(fmt::format("{}: the output of layer '{}' is never used", layer_spec(i).loc.str(),
+                              layer_spec(i).name));
+
+  // Backward visits layers in reverse and each layer's slots in order: the first
+  // visit of a producer's gradient overwrites it, later ones accumulate.
+  accumulate_.resize(n);
+  std::vector<bool> written(n, false);
+  for (int i = n - 1; i >= 0; --i) {
+    accumulate_[i].resize(inputs_[i].size());
+    for (size_t s = 0; s < inputs_[i].size(); ++s) {
+      int p = inputs_[i][s];
+      accumulate_[i][s] = written[p];
+      written[p] = true;
+    }
+  }
+
+  // Flat buffers: each layer's parameters are one contiguous range, in
+  // topological order; their gradients mirror them.
+  size_t nparams = 0, nstate = 0;
+  for (auto& l : layers_) {
+    for (const auto& p : l->param_specs()) nparams += p.shape.count();
+    for (const auto& p : l->state_specs()) nstate += p.shape.count();
+  }
+  params_ = Tensor::zeros({static_cast<int>(nparams), 1, 1, 1});
+  grads_ = Tensor::zeros({static_cast<int>(nparams), 1, 1, 1});
+  state_ = Tensor::zeros({static_cast<int>(nstate), 1, 1, 1});
+  size_t po = 0, so = 0;
+  for (int i = 0; i < n; ++i) {
+    std::vector<Tensor> ps, gs, ss;
+    const std::string& lname = layers_[i]->name();
+    for (const auto& p : layers_[i]->param_specs()) {
+      ps.push_back(params_.slice_flat(po, p.shape));
+      gs.push_back(grads_.slice_flat(po, p.shape));
+      initialise(p, ps.back(), init_seed, lname);
+      named_.push_back({i, p.name, ps.back(), gs.back(), lname});
+      po += p.shape.count();
+    }
+    for (const auto& p : layers_[i]->state_specs()) {
+      ss.push_back(state_.slice_flat(so, p.shape));
+      initialise(p, ss.back(), init_seed, lname);
+      named_.push_back({i, p.name, ss.back(), Tensor(), lname});
+      so += p.shape.count();
+    }
+    layers_[i]->bind(std::move(ps), std::move(gs), std::move(ss));
+  }
+  allocate_activations();
+}
+
+Model::~Model() = default;
+
+void Model::allocate_activations() {
+  const int n = size();
+  act_store_.resize(n);
+  grad_store_.resize(n);
+  for (int i = 0; i < n; ++i) {
+    Shape s = layers_[i]->is_loss() ? Shape{1, 1, 1, 1} : layers_[i]->output_shape().with_batch(max_batch_);
+    act_store_[i] = Tensor::zeros(s);
+    if (i != input_) grad_store_[i] = Tensor::zeros(s);
+  }
+  loss_seed_ = Tensor::zeros({1, 1, 1, 1});
+  loss_seed_.fill(1.0f);
+  set_batch(max_batch_);
+}
+
+void Model::set_batch(int n) {
+  BP_CHECK(n >= 1 && n <= max_batch_, "batch {} outside 1..{}", n, max_batch_);
+  batch_ = n;
+  acts_.resize(size());
+  act_grads_.resize(size());
+  for (int i = 0; i < size(); ++i) {
+    Shape s = layers_[i]->is_loss() ? Shape{1, 1, 1, 1} : layers_[i]->output_shape().with_batch(n);
+    acts_[i] = act_store_[i].view(s);
+    act_grads_[i] = grad_store_[i].empty() ? Tensor() : grad_store_[i].view(s);
+  }
+}
+
+int Model::find(const std::string& name) const {
+  for (int i = 0; i < size(); ++i)
+    if (layers_[i]->name() == name) return i;
+  return -1;
+}
+
+void Model::load_batch(const float* images) {
+  std::memcpy(acts_[input_].data(), images, acts_[input_].size() * sizeof(float));
+}
+
+void Model::forward_layer(int i, const Context& ctx) {
+  std::vector<const Tensor*> in;
+  for (int p : inputs_[i]) in.push_back(&acts_[p]);
+  layers_[i]->forward(in, acts_[i], ctx);
+}
+
+void Model::backward_layer(int i, const Context& ctx) {
+  if (i == input_) return;
+  std::vector<const Tensor*> in;
+  std::vector<GradSlot> din;
+  for (size_t s = 0; s < inputs_[i].size(); ++s) {
+    int p = inputs_[i][s];
+    in.push_back(&acts_[p]);
+    din.push_back({p == input_ ? nullptr : &act_grads_[p], static_cast<bool>(accumulate_[i][s])});
+  }
+  const Tensor& dout = (i == loss_) ? loss_seed_ : act_grads_[i];
+  layers_[i]->backward(in, acts_[i], dout, din, ctx);
+}
+
+float Model::forward(const Context& ctx) {
+  for (int i = 0; i < size(); ++i) forward_layer(i, ctx);
+  return acts_[loss_].data()[0];
+}
+
+void Model::backward(const Context& ctx) {
+  for (int i = size() - 1; i >= 0; --i) backward_layer(i, ctx);
+}
+
+std::vector<NamedTensor> Model::param_views(const Tensor& flat) const {
+  BP_CHECK(flat.size() == params_.size(), "buffer of {} floats is not laid out like {} parameters", flat.size(),
+           params_.size());
+  std::vector<NamedTensor> out;
+  for (const NamedTensor& t : named_)
+    if (!t.grad.empty())
+      out.push_back({t.layer, t.name, flat.slice_flat(t.value.data() - params_.data(), t.value.shape()), Tensor(),
+                     t.layer_name});
+  return out;
+}
+
+double Model::forward_flops_per_sample() const {
+  double total = 0.0;
+  for (const auto& l : layers_) total += l->forward_flops();
+  return total;
+}
+
+}  // namespace burstpool

@@ -1,0 +1,73 @@
+#include "burstpool/runtime.hpp"
+
+#include <cblas.h>
+#include <mpi.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "burstpool/error.hpp"
+#include "burstpool/spec.hpp"
+
+namespace burstpool {
+namespace {
+WorldInfo g_world;
+bool g_mpi = false;
+}  // namespace
+
+WorldInfo init_mpi(int* argc, char*** argv) {
+  int provided = 0;
+  BP_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+  g_mpi = true;
+  // Errors come back as codes and go through BP_MPI_CHECK instead of aborting silently.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_world.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_world.size);
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  g_world.host = host;
+  if (provided < MPI_THREAD_FUNNELED)
+    die(fmt::format("MPI provides thread level {}, burstpool needs at least MPI_THREAD_FUNNELED ({})", provided,
+                    MPI_THREAD_FUNNELED));
+  return g_world;
+}
+
+void finalize_mpi() {
+  if (g_mpi) MPI_Finalize();
+  g_mpi = false;
+}
+
+const WorldInfo& world() { return g_world; }
+
+int configure_threads(int requested) {
+  int threads = requested;
+  if (threads <= 0) {
+    const char* env = std::getenv("OMP_NUM_THREADS");
+    int from_env = 0;
+    if (env && parse_int(env, from_env) && from_env > 0)
+      threads = from_env;
+    else if (g_world.size > 1)
+      threads = 1;
+    else
+      threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(1);  // kernels thread with OpenMP; see cpu::gemm
+  return threads;
+}
+
+void die(const std::string& message, int status) {
+  if (g_world.size > 1)
+    std::fprintf(stderr, "burstpool: error on rank %d (%s): %s\n", g_world.rank, g_world.host.c_str(), message.c_str());
+  else
+    std::fprintf(stderr, "burstpool: error: %s\n", message.c_str());
+  std::fflush(stderr);
+  if (g_mpi && g_world.size > 1) MPI_Abort(MPI_COMM_WORLD, status);
+  finalize_mpi();  // one rank: a clean MPI exit, so Open MPI adds no noise
+  std::exit(status);
+}
+
+}  // namespace burstpool
