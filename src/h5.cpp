@@ -91,9 +91,7 @@ File File::open_read(const std::string& path) {
 void File::close() {
   if (h_.get() < 0) return;
   if (H5Fflush(h_.get(), H5F_SCOPE_GLOBAL) < 0) fail(*this, "flush failed");
-  hid_t id = h_.get();
-  h_ = Handle();  // release without the deleter double-closing
-  if (H5Fclose(id) < 0) fail(*this, "close failed");
+  if (H5Fclose(h_.release()) < 0) fail(*this, "close failed");
 }
 
 bool exists(const File& f, const std::string& object) {
@@ -128,7 +126,11 @@ void ensure_group(const File& f, const std::string& group) {
     pos = group.find('/', pos + 1);
     std::string prefix = group.substr(0, pos);
     if (prefix.empty() || prefix == "/" || H5Lexists(f.id(), prefix.c_str(), H5P_DEFAULT) > 0) continue;
-    hid_t g = H5Gcreate2(f.id(), prefix.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    // Track attribute creation order so attributes (layer keys) read back in
+    // the order they were written.
+    Handle gcpl(H5Pcreate(H5P_GROUP_CREATE), H5Pclose);
+    H5Pset_attr_creation_order(gcpl.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+    hid_t g = H5Gcreate2(f.id(), prefix.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT);
     if (g < 0) fail(f, fmt::format("cannot create group '{}'", prefix));
     H5Gclose(g);
   }
@@ -196,7 +198,10 @@ std::vector<std::string> attr_names(const File& f, const std::string& object) {
   std::vector<std::string> names;
   for (hsize_t i = 0; i < info.num_attrs; ++i) {
     char buf[256];
-    ssize_t len = H5Aget_name_by_idx(obj.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, buf, sizeof buf, H5P_DEFAULT);
+    // Creation order where the file tracks it (files burstpool writes), else by name.
+    ssize_t len = H5Aget_name_by_idx(obj.get(), ".", H5_INDEX_CRT_ORDER, H5_ITER_INC, i, buf, sizeof buf, H5P_DEFAULT);
+    if (len < 0)
+      len = H5Aget_name_by_idx(obj.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, buf, sizeof buf, H5P_DEFAULT);
     if (len < 0 || len >= static_cast<ssize_t>(sizeof buf)) fail(f, fmt::format("bad attribute name on '{}'", object));
     names.emplace_back(buf, len);
   }

@@ -20,6 +20,11 @@ class Handle {
     return *this;
   }
   hid_t get() const { return id_; }
+  hid_t release() {  // the caller closes it now
+    hid_t id = id_;
+    id_ = -1;
+    return id;
+  }
   void reset() {
     if (id_ >= 0 && close_) close_(id_);
     id_ = -1;

@@ -1,0 +1,83 @@
+#include <omp.h>
+
+#include "gradcheck.hpp"
+
+namespace burstpool::testing {
+
+using Attrs = std::vector<std::pair<std::string, std::string>>;
+
+TEST(Conv2d, Gradients3x3Padding1) {
+  check_layer_gradients({"conv2d", Attrs{{"out_channels", "3"}, {"kernel", "3"}, {"padding", "1"}}, {{2, 2, 5, 5}}});
+}
+TEST(Conv2d, GradientsStride2OddSize) {
+  check_layer_gradients(
+      {"conv2d", Attrs{{"out_channels", "2"}, {"kernel", "3"}, {"stride", "2"}, {"padding", "1"}}, {{2, 3, 7, 7}}});
+}
+TEST(Conv2d, GradientsNoPaddingNoBiasBatchOne) {
+  check_layer_gradients({"conv2d", Attrs{{"out_channels", "4"}, {"kernel", "5"}, {"bias", "false"}}, {{1, 1, 8, 8}}});
+}
+TEST(Conv2d, GradientsNonSquareKernelAndPadding) {
+  check_layer_gradients(
+      {"conv2d", Attrs{{"out_channels", "2"}, {"kernel", "1,3"}, {"padding", "0,1"}, {"stride", "2,1"}}, {{3, 2, 5, 4}}});
+}
+// 1x1, stride 1, no padding: the path that skips im2col. Batch 5 with 3x3
+// maps groups samples (ceil(256/9) per group) and leaves a partial group.
+TEST(Conv2d, Gradients1x1GroupedSamples) {
+  check_layer_gradients({"conv2d", Attrs{{"out_channels", "3"}, {"kernel", "1"}}, {{5, 4, 3, 3}}});
+}
+// 1x1 on a map of >= 256 pixels: one sample per group, gradients written in place.
+TEST(Conv2d, Gradients1x1SingleSampleGroups) {
+  check_layer_gradients({"conv2d", Attrs{{"out_channels", "2"}, {"kernel", "1"}}, {{2, 2, 16, 16}}, Values::smooth,
+                         true, 1e-2, 2e-2, 5e-3});
+}
+
+TEST(Conv2d, ForwardMatchesDirectConvolution) {
+  LayerRig rig({"conv2d", Attrs{{"out_channels", "2"}, {"kernel", "3"}, {"stride", "2"}, {"padding", "1"}},
+                {{2, 3, 6, 5}}});
+  rig.loss();
+  const Tensor& x = rig.inputs[0];
+  const float* w = rig.params[0].data();
+  const float* b = rig.params[1].data();
+  const Shape o = rig.out.shape();
+  for (int n = 0; n < o.n; ++n)
+    for (int oc = 0; oc < o.c; ++oc)
+      for (int oy = 0; oy < o.h; ++oy)
+        for (int ox = 0; ox < o.w; ++ox) {
+          double sum = b[oc];
+          for (int c = 0; c < 3; ++c)
+            for (int ki = 0; ki < 3; ++ki)
+              for (int kj = 0; kj < 3; ++kj) {
+                int iy = oy * 2 - 1 + ki, ix = ox * 2 - 1 + kj;
+                if (iy < 0 || iy >= 6 || ix < 0 || ix >= 5) continue;
+                sum += static_cast<double>(w[((oc * 3 + c) * 3 + ki) * 3 + kj]) * x.data()[((n * 3 + c) * 6 + iy) * 5 + ix];
+              }
+          EXPECT_NEAR(rig.out.data()[((n * o.c + oc) * o.h + oy) * o.w + ox], sum, 1e-5);
+        }
+}
+
+// Several OpenMP threads (parallel sample groups, per-thread weight-gradient
+// buffers) give the same results as one thread.
+TEST(Conv2d, ThreadedMatchesSingleThread) {
+  LayerCase c{"conv2d", Attrs{{"out_channels", "4"}, {"kernel", "3"}, {"padding", "1"}}, {{9, 3, 4, 4}}};
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    LayerRig rig(c);
+    rig.loss();
+    std::vector<Tensor> din{Tensor::zeros(rig.inputs[0].shape())};
+    rig.backward(din, false);
+    std::vector<float> all(rig.out.data(), rig.out.data() + rig.out.size());
+    all.insert(all.end(), din[0].data(), din[0].data() + din[0].size());
+    for (auto& g : rig.grads) all.insert(all.end(), g.data(), g.data() + g.size());
+    return all;
+  };
+  std::vector<float> one = run(1), three = run(3);
+  omp_set_num_threads(1);
+  ASSERT_EQ(one.size(), three.size());
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(one[i], three[i], 1e-4f + 1e-4f * std::fabs(one[i])) << i;
+}
+
+TEST(Conv2d, RejectsKernelLargerThanInput) {
+  EXPECT_THROW(LayerRig({"conv2d", Attrs{{"out_channels", "1"}, {"kernel", "5"}}, {{1, 1, 3, 3}}}), Error);
+}
+
+}  // namespace burstpool::testing
