@@ -65,14 +65,22 @@ void col2im(const Geometry& g, const float* col, int ld, int col0, float* dx) {
       for (int kj = 0; kj < g.kw; ++kj) {
         const float* row = col + static_cast<size_t>((ci * g.kh + ki) * g.kw + kj) * ld + col0;
         float* plane = dx + static_cast<size_t>(ci) * g.h * g.w;
+        // Output columns whose input column lies inside the image (stride 1: one range).
+        const int lo = std::clamp(g.pw - kj, 0, g.ow), hi = std::clamp(g.w + g.pw - kj, lo, g.ow);
         for (int oy = 0; oy < g.oh; ++oy) {
           const int iy = oy * g.sh - g.ph + ki;
           if (iy < 0 || iy >= g.h) continue;
           float* out = plane + static_cast<size_t>(iy) * g.w;
           const float* in = row + oy * g.ow;
-          for (int ox = 0; ox < g.ow; ++ox) {
-            const int ix = ox * g.sw - g.pw + kj;
-            if (ix >= 0 && ix < g.w) out[ix] += in[ox];
+          if (g.sw == 1) {
+            float* dst = out + lo - g.pw + kj;
+#pragma omp simd
+            for (int ox = lo; ox < hi; ++ox) dst[ox - lo] += in[ox];
+          } else {
+            for (int ox = 0; ox < g.ow; ++ox) {
+              const int ix = ox * g.sw - g.pw + kj;
+              if (ix >= 0 && ix < g.w) out[ix] += in[ox];
+            }
           }
         }
       }
@@ -208,6 +216,7 @@ class Conv2d final : public Layer {
         for (int s = 0; s < n; ++s) {
           const float* row = dy + s * out_per + static_cast<size_t>(o) * ohw;
           float part = 0.0f;
+#pragma omp simd reduction(+ : part)
           for (int p = 0; p < ohw; ++p) part += row[p];
           sum += part;
         }

@@ -51,6 +51,7 @@ class BatchNorm2d final : public Layer {
         for (int ch = 0; ch < c_; ++ch) {
           const float* p = x + (static_cast<size_t>(s) * c_ + ch) * hw_;
           float s1 = 0.0f, s2 = 0.0f;
+#pragma omp simd reduction(+ : s1, s2)
           for (int i = 0; i < hw_; ++i) s1 += p[i], s2 += p[i] * p[i];
           sums[ch] += s1;
           sums[c_ + ch] += s2;
@@ -95,9 +96,11 @@ class BatchNorm2d final : public Layer {
       for (int ch = 0; ch < c_; ++ch) {
         const size_t off = (static_cast<size_t>(s) * c_ + ch) * hw_;
         float s1 = 0.0f, s2 = 0.0f;
+        const float mean = mean_[ch], invstd = invstd_[ch];
+#pragma omp simd reduction(+ : s1, s2)
         for (int i = 0; i < hw_; ++i) {
           s1 += dy[off + i];
-          s2 += dy[off + i] * (x[off + i] - mean_[ch]) * invstd_[ch];
+          s2 += dy[off + i] * (x[off + i] - mean) * invstd;
         }
         sums[ch] += s1;
         sums[c_ + ch] += s2;
@@ -129,11 +132,10 @@ class BatchNorm2d final : public Layer {
     for (int s = 0; s < n; ++s)
       for (int ch = 0; ch < c_; ++ch) {
         const size_t off = (static_cast<size_t>(s) * c_ + ch) * hw_;
-        for (int i = 0; i < hw_; ++i) {
-          const float xhat = (x[off + i] - mean_[ch]) * invstd_[ch];
-          const float v = k_dy[ch] * dy[off + i] + k_xhat[ch] * xhat + k_const[ch];
-          dx[off + i] = acc ? dx[off + i] + v : v;
-        }
+        const float mean = mean_[ch], invstd = invstd_[ch], a = k_dy[ch], b = k_xhat[ch], c = k_const[ch];
+        const float keep = acc ? 1.0f : 0.0f;
+#pragma omp simd
+        for (int i = 0; i < hw_; ++i) dx[off + i] = keep * dx[off + i] + a * dy[off + i] + b * (x[off + i] - mean) * invstd + c;
       }
   }
 

@@ -44,6 +44,10 @@ class MaxPool2d final : public Pool2d {
     argmax_.resize(out.size());
     const float* x = in[0]->data();
     float* y = out.data();
+    if (kh_ == 2 && kw_ == 2 && sh_ == 2 && sw_ == 2 && ph_ == 0 && pw_ == 0) {
+      forward_2x2(x, y, np);
+      return;
+    }
 #pragma omp parallel for if (cpu::worth_threads(in[0]->size()))
     for (int p = 0; p < np; ++p) {
       const float* plane = x + static_cast<size_t>(p) * h_ * w_;
@@ -84,6 +88,30 @@ class MaxPool2d final : public Pool2d {
   }
 
  private:
+  // The common 2x2 stride-2 window without padding, branch-light. Ties pick
+  // the first maximum in row-major order, as the general path does.
+  void forward_2x2(const float* x, float* y, int np) {
+#pragma omp parallel for if (cpu::worth_threads(static_cast<size_t>(np) * h_ * w_))
+    for (int p = 0; p < np; ++p) {
+      const float* plane = x + static_cast<size_t>(p) * h_ * w_;
+      for (int oy = 0; oy < oh_; ++oy) {
+        const float* r0 = plane + (2 * oy) * w_;
+        const float* r1 = r0 + w_;
+        const size_t o0 = (static_cast<size_t>(p) * oh_ + oy) * ow_;
+        for (int ox = 0; ox < ow_; ++ox) {
+          const int i0 = 2 * oy * w_ + 2 * ox;
+          float best = r0[2 * ox];
+          int arg = i0;
+          if (r0[2 * ox + 1] > best) best = r0[2 * ox + 1], arg = i0 + 1;
+          if (r1[2 * ox] > best) best = r1[2 * ox], arg = i0 + w_;
+          if (r1[2 * ox + 1] > best) best = r1[2 * ox + 1], arg = i0 + w_ + 1;
+          y[o0 + ox] = best;
+          argmax_[o0 + ox] = arg;
+        }
+      }
+    }
+  }
+
   std::vector<int32_t> argmax_;  // flat index within the input plane, per output cell
 };
 

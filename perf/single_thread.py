@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Single-thread training throughput: burstpool against PyTorch (CPU), side by
+side in one run.
+
+For each model (mlp, lenet5, vgg_small) at batch 64 on synthetic data, both
+peers train the same architecture with SGD+momentum for the same number of
+steps, one thread each (OMP_NUM_THREADS=1, torch.set_num_threads(1)). Rounds
+alternate burstpool and PyTorch so machine noise hits both; the table reports
+medians over the rounds and the ratio of medians. burstpool's achieved GFLOP/s
+(3 x forward FLOPs x samples/s) is compared with the single-thread SGEMM rate
+of the same OpenBLAS (perf/sgemm_rate.cpp).
+
+--blas-autodetect unsets OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE for every command
+(both peers), letting OpenBLAS pick its kernel for this CPU; the report names
+the kernel in use either way.
+
+Usage: perf/single_thread.py [--build build] [--rounds 5] [--out perf/results/single_thread]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEPS = {"mlp": 300, "lenet5": 150, "vgg_small": 25}
+
+
+def run(cmd, env):
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+    return out.stdout
+
+
+def burstpool_rate(build, model, steps, env, tmp):
+    job = os.path.join(tmp, "job.ini")
+    with open(job, "w") as f:
+        f.write(f"[job]\nmodel = {ROOT}/jobs/models/{model}.ini\n[data]\nsource = synthetic\n"
+                "synthetic_train_samples = 1024\nsynthetic_test_samples = 0\n"
+                "[train]\nbatch_size = 64\nlog_every = 100000\n[optimizer]\nlr = 0.01\n")
+    metrics = os.path.join(tmp, "m.json")
+    run([f"{build}/burstpool", "train", job, "--steps", str(steps), "--metrics", metrics], env)
+    m = json.load(open(metrics))
+    return m["samples_per_second"], m["achieved_gflops"]
+
+
+def torch_rate(model, steps, env):
+    out = run(["/usr/bin/python3", f"{ROOT}/perf/torch_peer.py",
+               f"{ROOT}/jobs/models/{model}.ini", "--batch", "64", "--steps", str(steps), "--threads", "1"], env)
+    return json.loads(out.strip().splitlines()[-1])["samples_per_second"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--blas-autodetect", action="store_true")
+    ap.add_argument("--out", default=os.path.join(ROOT, "perf/results/single_thread"))
+    args = ap.parse_args()
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    if args.blas_autodetect:
+        env.pop("OPENBLAS_CORETYPE", None)
+        env.pop("OPENBLAS_L2_SIZE", None)
+    kernel_env = dict(env, OPENBLAS_VERBOSE="2")
+    sgemm_out = subprocess.run([f"{args.build}/bp_sgemm_rate"], env=kernel_env, capture_output=True, text=True)
+    kernel = next((l.split(":", 1)[1].strip() for l in (sgemm_out.stdout + sgemm_out.stderr).splitlines()
+                   if l.startswith("Core:")), "unknown")
+    sgemm = [float(run([f"{args.build}/bp_sgemm_rate"], env).split()[1]) for _ in range(3)]
+    sgemm_rate = statistics.median(sgemm)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for model, steps in STEPS.items():
+            bp, torch, gflops = [], [], []
+            for r in range(args.rounds):
+                rate, gf = burstpool_rate(args.build, model, steps, env, tmp)
+                bp.append(rate)
+                gflops.append(gf)
+                torch.append(torch_rate(model, steps, env))
+                print(f"{model} round {r + 1}: burstpool {rate:.0f}/s, pytorch {torch[-1]:.0f}/s", flush=True)
+            row = {"model": model, "steps": steps, "burstpool_samples_per_second": statistics.median(bp),
+                   "pytorch_samples_per_second": statistics.median(torch),
+                   "burstpool_gflops": statistics.median(gflops), "burstpool_runs": bp, "pytorch_runs": torch}
+            row["ratio"] = row["burstpool_samples_per_second"] / row["pytorch_samples_per_second"]
+            rows.append(row)
+    result = {"openblas_kernel": kernel, "sgemm_gflops_single_thread": sgemm_rate, "rounds": args.rounds,
+              "batch": 64, "blas_autodetect": args.blas_autodetect, "models": rows}
+    lines = [f"Single-thread training, batch 64, synthetic data, median of {args.rounds} alternating rounds.",
+             f"OpenBLAS kernel: {kernel}; single-thread SGEMM (512^3): {sgemm_rate:.1f} GFLOP/s.", "",
+             "| model | steps | burstpool samples/s | PyTorch samples/s | ratio | burstpool GFLOP/s | % of SGEMM |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['steps']} | {r['burstpool_samples_per_second']:.0f} | "
+                     f"{r['pytorch_samples_per_second']:.0f} | {r['ratio']:.2f} | {r['burstpool_gflops']:.1f} | "
+                     f"{100 * r['burstpool_gflops'] / sgemm_rate:.0f}% |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out + ".md", "w") as f:
+        f.write(text)
+    with open(args.out + ".json", "w") as f:
+        json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs, from Debian 12 packages, whatever burstpool needs and is missing.
+# Usage (as root): scripts/install-deps.sh [--perf]   (--perf adds PyTorch and matplotlib for perf/)
+set -euo pipefail
+packages=(build-essential cmake pkg-config git python3
+  openmpi-bin libopenmpi-dev libhdf5-dev hdf5-tools libopenblas-dev zlib1g-dev
+  libinih-dev libcli11-dev nlohmann-json3-dev libfmt-dev googletest libgtest-dev
+  dataset-fashion-mnist)
+if [[ ${1:-} == --perf ]]; then packages+=(python3-torch python3-matplotlib); fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "all build dependencies present"
+fi

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Bad input ends in exactly one clear error line on stderr that names the file
+# and the line, key or dataset, with exit status 1 (not a crash signal).
+# Usage: bad_input.sh BURSTPOOL_BINARY SOURCE_DIR
+set -u
+bin=$1
+src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+# expect_error NAME PATTERN ARGS...: runs burstpool ARGS, checks the contract.
+expect_error() {
+  local name=$1 pattern=$2
+  shift 2
+  "$bin" "$@" >"$work/out" 2>"$work/err"
+  local rc=$? lines
+  lines=$(wc -l <"$work/err")
+  if [[ $rc -ne 1 || $lines -ne 1 ]] || ! grep -qE -- "$pattern" "$work/err"; then
+    echo "FAIL $name: exit $rc, $lines stderr line(s), wanted /$pattern/:"
+    sed 's/^/    /' "$work/err"
+    failures=$((failures + 1))
+  else
+    echo "ok   $name: $(cat "$work/err")"
+  fi
+}
+
+# A job around a model file, on a small synthetic set.
+job_for() {
+  cat >"$work/$1.job.ini" <<JOB
+[job]
+model = $2
+[data]
+source = synthetic
+synthetic_train_samples = 64
+synthetic_test_samples = 0
+[train]
+batch_size = 8
+JOB
+  echo "$work/$1.job.ini"
+}
+
+model_with() {  # model_with NAME TEXT: writes NAME.ini (input 1x8x8 + given layers)
+  printf '[data]\ntype = input\nshape = 1,8,8\n%s' "$2" >"$work/$1.ini"
+  echo "$work/$1.ini"
+}
+
+tail_layers='
+[flat]
+type = flatten
+inputs = conv
+[fc]
+type = linear
+inputs = flat
+out_features = 3
+[loss]
+type = softmax_cross_entropy
+inputs = fc
+'
+
+m=$(model_with unknown_key "
+[conv]
+type = conv2d
+inputs = data
+out_channels = 2
+kernel = 3
+strides = 2
+$tail_layers")
+expect_error "unknown key" "unknown_key\.ini:10: layer 'conv' \(conv2d\), key 'strides': unknown key" \
+  train "$(job_for unknown_key "$m")" --steps 1
+
+m=$(model_with missing_value "
+[conv]
+type = conv2d
+inputs = data
+out_channels =
+kernel = 3
+$tail_layers")
+expect_error "missing value" "missing_value\.ini:8: \[conv\] key 'out_channels' has no value" \
+  train "$(job_for missing_value "$m")" --steps 1
+
+m=$(model_with bad_type "
+[conv]
+type = convolution
+inputs = data
+$tail_layers")
+expect_error "bad layer type" "bad_type\.ini:6: layer 'conv' has unknown type 'convolution'" \
+  train "$(job_for bad_type "$m")" --steps 1
+
+m=$(model_with unknown_input "
+[conv]
+type = conv2d
+inputs = dat
+out_channels = 2
+kernel = 3
+$tail_layers")
+expect_error "unknown input name" "unknown_input\.ini:7: layer 'conv' has unknown input 'dat'" \
+  train "$(job_for unknown_input "$m")" --steps 1
+
+m=$(model_with shape_mismatch "
+[conv]
+type = conv2d
+inputs = data
+out_channels = 2
+kernel = 3
+[conv_b]
+type = conv2d
+inputs = data
+out_channels = 2
+kernel = 5
+[sum]
+type = add
+inputs = conv, conv_b
+[flat]
+type = flatten
+inputs = sum
+[fc]
+type = linear
+inputs = flat
+out_features = 3
+[loss]
+type = softmax_cross_entropy
+inputs = fc
+")
+expect_error "shape mismatch" "shape_mismatch\.ini:15: layer 'sum' \(add\): all inputs must have the same shape" \
+  train "$(job_for shape_mismatch "$m")" --steps 1
+
+printf '[job]\nmodel = %s\n[train]\nbatch_sise = 8\n' "$src/jobs/models/mlp.ini" >"$work/job_key.ini"
+expect_error "unknown job key" "job_key\.ini:4: \[train\] unknown key 'batch_sise'" train "$work/job_key.ini"
+
+expect_error "bad --set" "--set train\.steps=many: \[train\] steps: 'many' is not an integer" \
+  train "$src/jobs/fashion_mnist_mlp.ini" --set train.steps=many
+
+expect_error "missing job file" "nowhere\.ini: cannot open file" train "$work/nowhere.ini"
+
+# Missing data: a Fashion-MNIST folder without the files.
+mkdir -p "$work/empty"
+expect_error "missing data file" "$work/empty/train-images-idx3-ubyte: cannot open data file" \
+  train "$src/jobs/fashion_mnist_mlp.ini" --set data.dir="$work/empty" --steps 1
+
+# Truncated data: real Fashion-MNIST header, data cut short.
+mkdir -p "$work/cut"
+python3 - "$work/cut" <<'PY'
+import gzip, struct, sys
+d = sys.argv[1]
+with gzip.open(f"{d}/train-images-idx3-ubyte.gz", "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, 100, 28, 28) + bytes(28 * 28 * 10))  # 10 of 100 images
+with gzip.open(f"{d}/train-labels-idx1-ubyte.gz", "wb") as f:
+    f.write(struct.pack(">II", 0x801, 100) + bytes(100))
+PY
+expect_error "truncated data file" "train-images-idx3-ubyte\.gz: truncated IDX data" \
+  train "$src/jobs/fashion_mnist_mlp.ini" --set data.dir="$work/cut" --steps 1
+
+# HDF5 dataset with a wrong dataset name.
+"$bin" convert "$src/jobs/models/mlp.ini" "$work/mlp.h5" >/dev/null
+cat >"$work/h5job.ini" <<JOB
+[job]
+model = $src/jobs/models/mlp.ini
+[data]
+source = hdf5
+train_file = $work/mlp.h5
+images_dataset = pixels
+JOB
+expect_error "missing HDF5 dataset" "mlp\.h5: dataset 'pixels' is missing" train "$work/h5job.ini" --steps 1
+
+# Truncated HDF5 model file (with weights, cut in half).
+"$bin" convert "$src/jobs/models/lenet5.ini" "$work/full.h5" --init-weights >/dev/null
+head -c $(($(stat -c %s "$work/full.h5") / 2)) "$work/full.h5" >"$work/cut.h5"
+expect_error "truncated HDF5 model" "cut\.h5: " train "$(job_for cut "$work/cut.h5")" --steps 1
+expect_error "truncated HDF5 convert" "cut\.h5: " convert "$work/cut.h5" "$work/out.ini"
+
+# Under MPI, a failing rank stops every rank with the message, without hanging.
+if command -v mpirun >/dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+  start=$(date +%s)
+  timeout 60 mpirun -np 2 --oversubscribe "$bin" train "$work/job_key.ini" >"$work/out" 2>"$work/err"
+  rc=$?
+  if [[ $rc -eq 0 || $rc -eq 124 ]] || ! grep -q "unknown key 'batch_sise'" "$work/err"; then
+    echo "FAIL mpirun -np 2 with a bad job: exit $rc after $(($(date +%s) - start)) s"
+    sed 's/^/    /' "$work/err"
+    failures=$((failures + 1))
+  else
+    echo "ok   mpirun -np 2 with a bad job: exit $rc after $(($(date +%s) - start)) s"
+  fi
+fi
+
+echo "bad_input: $failures failure(s)"
+[[ $failures -eq 0 ]]
