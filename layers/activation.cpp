@@ -55,7 +55,7 @@ class Relu final : public Layer {
     const float* x = in[0]->data();
     float* y = out.data();
     const size_t n = out.size();
-#pragma omp parallel for simd if (cpu::worth_threads(n))
+#pragma omp parallel for simd if (parallel : cpu::worth_threads(n))
     for (size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
   }
   // Uses the output (y > 0 exactly where x > 0), so the input is not needed.
@@ -68,7 +68,7 @@ class Relu final : public Layer {
     float* __restrict__ dx = din[0].tensor->data();
     const size_t n = out.size();
     const float keep = din[0].accumulate ? 1.0f : 0.0f;
-#pragma omp parallel for simd if (cpu::worth_threads(n))
+#pragma omp parallel for simd if (parallel : cpu::worth_threads(n))
     for (size_t i = 0; i < n; ++i) {
       const float g = dy[i];
       dx[i] = keep * dx[i] + (y[i] > 0.0f ? g : 0.0f);

@@ -1,5 +1,8 @@
-// Conv2d (stride, zero padding, optional bias) as im2col + GEMM.
+// Conv2d (stride, zero padding, optional bias), by one of two algorithms:
+// Winograd F(2x2,3x3) (layers/winograd.cpp) for 3x3 stride-1 kernels with
+// enough input channels, im2col + GEMM for everything else.
 //
+// im2col:
 // Samples are processed in groups whose column matrix has at least ~256
 // columns, so late layers with small feature maps still feed BLAS a wide
 // matrix. 1x1 convolutions with stride 1 and no padding skip im2col. With more
@@ -14,6 +17,7 @@
 #include "burstpool/error.hpp"
 #include "families.hpp"
 #include "kernels.hpp"
+#include "winograd.hpp"
 
 namespace burstpool::layers {
 namespace {
@@ -88,9 +92,11 @@ void col2im(const Geometry& g, const float* col, int ld, int col0, float* dx) {
 
 class Conv2d final : public Layer {
  public:
+  enum class Algorithm { automatic, im2col, winograd };
+
   Conv2d(const LayerSpec& spec, int out_channels, std::pair<int, int> k, std::pair<int, int> s,
-         std::pair<int, int> p, bool bias)
-      : Layer(spec), bias_(bias) {
+         std::pair<int, int> p, bool bias, Algorithm algorithm)
+      : Layer(spec), bias_(bias), algorithm_(algorithm) {
     g_.oc = out_channels;
     std::tie(g_.kh, g_.kw) = k;
     std::tie(g_.sh, g_.sw) = s;
@@ -115,10 +121,20 @@ class Conv2d final : public Layer {
     if (g_.h + 2 * g_.ph < g_.kh || g_.w + 2 * g_.pw < g_.kw)
       fail_shape(fmt::format("kernel {}x{} is larger than the padded input", g_.kh, g_.kw));
     group_ = std::max(1, (256 + g_.ohw() - 1) / g_.ohw());
+    const bool fits = g_.kh == 3 && g_.kw == 3 && g_.sh == 1 && g_.sw == 1;
+    if (algorithm_ == Algorithm::winograd && !fits) fail_shape("algorithm = winograd needs a 3x3 kernel with stride 1");
+    // Few input channels make the transformed GEMMs too thin to pay for the transforms.
+    const bool use = algorithm_ == Algorithm::winograd || (algorithm_ == Algorithm::automatic && fits && g_.c >= 8);
+    winograd_.reset(use ? new cpu::Winograd3x3(g_.c, g_.h, g_.w, g_.oc, g_.ph, g_.pw, g_.oh, g_.ow) : nullptr);
     return {1, g_.oc, g_.oh, g_.ow};
   }
 
   void forward_impl(const std::vector<const Tensor*>& in, Tensor& out, const Context&) override {
+    if (winograd_) {
+      winograd_->forward(in[0]->data(), params_[0].data(), bias_ ? params_[1].data() : nullptr, out.data(),
+                         out.shape().n);
+      return;
+    }
     const int n = out.shape().n, ohw = g_.ohw(), ckk = g_.ckk();
     const size_t in_per = in[0]->shape().per_sample(), out_per = out.shape().per_sample();
     const float* x = in[0]->data();
@@ -159,6 +175,11 @@ class Conv2d final : public Layer {
     const float* w = params_[0].data();
     float* dx = din[0].tensor ? din[0].tensor->data() : nullptr;
     const bool acc = din[0].accumulate;
+    if (winograd_) {
+      winograd_->backward(x, w, dy, grads_[0].data(), dx, acc, n);
+      bias_gradient(dy, n);
+      return;
+    }
     const int groups = (n + group_ - 1) / group_;
     const int threads = (groups > 1) ? std::min(groups, omp_get_max_threads()) : 1;
     // Thread t accumulates dW into partial[t]; thread 0 writes straight into the gradient.
@@ -209,23 +230,28 @@ class Conv2d final : public Layer {
     }
     for (const auto& p : partial)
       for (size_t i = 0; i < wsize; ++i) dw_main[i] += p[i];
-    if (bias_) {
-      float* db = grads_[1].data();
-      for (int o = 0; o < g_.oc; ++o) {
-        double sum = 0.0;
-        for (int s = 0; s < n; ++s) {
-          const float* row = dy + s * out_per + static_cast<size_t>(o) * ohw;
-          float part = 0.0f;
-#pragma omp simd reduction(+ : part)
-          for (int p = 0; p < ohw; ++p) part += row[p];
-          sum += part;
-        }
-        db[o] = static_cast<float>(sum);
-      }
-    }
+    bias_gradient(dy, n);
   }
 
  private:
+  void bias_gradient(const float* dy, int n) {
+    if (!bias_) return;
+    const int ohw = g_.ohw();
+    const size_t out_per = static_cast<size_t>(g_.oc) * ohw;
+    float* db = grads_[1].data();
+    for (int o = 0; o < g_.oc; ++o) {
+      double sum = 0.0;
+      for (int s = 0; s < n; ++s) {
+        const float* row = dy + s * out_per + static_cast<size_t>(o) * ohw;
+        float part = 0.0f;
+#pragma omp simd reduction(+ : part)
+        for (int p = 0; p < ohw; ++p) part += row[p];
+        sum += part;
+      }
+      db[o] = static_cast<float>(sum);
+    }
+  }
+
   // The column matrix [ckk, gs*ohw] of `gs` consecutive samples starting at x:
   // x itself for a single-sample 1x1 convolution, else built in `col`.
   const float* columns(const float* x, int gs, std::vector<float>& col) const {
@@ -246,7 +272,9 @@ class Conv2d final : public Layer {
 
   Geometry g_{};
   bool bias_;
+  Algorithm algorithm_;
   int group_ = 1;
+  std::unique_ptr<cpu::Winograd3x3> winograd_;  // set when Winograd is used
 };
 
 }  // namespace
@@ -261,7 +289,15 @@ std::unique_ptr<Layer> make_conv2d(const LayerSpec& spec, SpecReader& r) {
   auto p = r.get_pair("padding", {0, 0});
   if (p.first < 0 || p.second < 0) r.fail("padding", "must be >= 0");
   bool bias = r.get_bool("bias", true);
-  return std::make_unique<Conv2d>(spec, oc, k, s, p, bias);
+  const std::string algorithm = r.get_string("algorithm", "auto");
+  Conv2d::Algorithm a = Conv2d::Algorithm::automatic;
+  if (algorithm == "im2col")
+    a = Conv2d::Algorithm::im2col;
+  else if (algorithm == "winograd")
+    a = Conv2d::Algorithm::winograd;
+  else if (algorithm != "auto")
+    r.fail("algorithm", fmt::format("'{}' is not one of: auto, im2col, winograd", algorithm));
+  return std::make_unique<Conv2d>(spec, oc, k, s, p, bias, a);
 }
 
 }  // namespace burstpool::layers

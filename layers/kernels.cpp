@@ -40,10 +40,10 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
 
 void write_grad(float* dst, const float* src, size_t n, bool accumulate) {
   if (accumulate) {
-#pragma omp parallel for simd if (worth_threads(n))
+#pragma omp parallel for simd if (parallel : worth_threads(n))
     for (size_t i = 0; i < n; ++i) dst[i] += src[i];
   } else {
-#pragma omp parallel for simd if (worth_threads(n))
+#pragma omp parallel for simd if (parallel : worth_threads(n))
     for (size_t i = 0; i < n; ++i) dst[i] = src[i];
   }
 }

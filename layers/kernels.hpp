@@ -16,6 +16,8 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
           const float* b, int ldb, float beta, float* c, int ldc);
 
 // Threads for element-wise loops: parallelise only when the work is large
+// (use it as `if (parallel : ...)` on `parallel for simd`: a bare `if` also
+// switches off the simd part when false)
 // enough to beat OpenMP's fork cost (~1-2 us per region).
 inline bool worth_threads(size_t elements) { return elements >= (1u << 15) && omp_get_max_threads() > 1; }
 

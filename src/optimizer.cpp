@@ -16,7 +16,7 @@ void Sgd::step(float lr) {
   const size_t n = model_.params().size();
   const float mu = options_.momentum, wd = options_.weight_decay;
   const bool nesterov = options_.nesterov;
-#pragma omp parallel for simd if (cpu::worth_threads(n))
+#pragma omp parallel for simd if (parallel : cpu::worth_threads(n))
   for (size_t i = 0; i < n; ++i) {
     const float grad = g[i] + wd * w[i];
     const float vel = mu * v[i] + grad;

@@ -31,6 +31,56 @@ TEST(Conv2d, Gradients1x1SingleSampleGroups) {
                          true, 1e-2, 2e-2, 5e-3});
 }
 
+// Winograd F(2x2,3x3): odd output sizes leave partial tiles; padding 0, 1, 2.
+TEST(Conv2dWinograd, GradientsPadding1OddSize) {
+  check_layer_gradients(
+      {"conv2d", Attrs{{"out_channels", "3"}, {"kernel", "3"}, {"padding", "1"}, {"algorithm", "winograd"}},
+       {{2, 2, 5, 5}}});
+}
+TEST(Conv2dWinograd, GradientsNoPaddingNoBias) {
+  check_layer_gradients({"conv2d",
+                         Attrs{{"out_channels", "2"}, {"kernel", "3"}, {"bias", "false"}, {"algorithm", "winograd"}},
+                         {{3, 3, 7, 6}}});
+}
+TEST(Conv2dWinograd, GradientsPadding2BatchOne) {
+  check_layer_gradients(
+      {"conv2d", Attrs{{"out_channels", "2"}, {"kernel", "3"}, {"padding", "2"}, {"algorithm", "winograd"}},
+       {{1, 2, 3, 4}}});
+}
+TEST(Conv2dWinograd, RejectsOtherKernels) {
+  EXPECT_THROW(LayerRig({"conv2d", Attrs{{"out_channels", "1"}, {"kernel", "3"}, {"stride", "2"}, {"algorithm", "winograd"}},
+                         {{1, 1, 6, 6}}}),
+               Error);
+}
+
+// Both algorithms against a direct six-loop convolution.
+class Conv2dDirect : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Algorithms, Conv2dDirect, ::testing::Values("im2col", "winograd"));
+
+TEST_P(Conv2dDirect, ForwardMatches) {
+  LayerRig rig({"conv2d", Attrs{{"out_channels", "3"}, {"kernel", "3"}, {"padding", "1"}, {"algorithm", GetParam()}},
+                {{2, 9, 7, 6}}});
+  rig.loss();
+  const Tensor& x = rig.inputs[0];
+  const float* w = rig.params[0].data();
+  const float* b = rig.params[1].data();
+  const Shape o = rig.out.shape();
+  for (int n = 0; n < o.n; ++n)
+    for (int oc = 0; oc < o.c; ++oc)
+      for (int oy = 0; oy < o.h; ++oy)
+        for (int ox = 0; ox < o.w; ++ox) {
+          double sum = b[oc];
+          for (int c = 0; c < 9; ++c)
+            for (int ki = 0; ki < 3; ++ki)
+              for (int kj = 0; kj < 3; ++kj) {
+                int iy = oy - 1 + ki, ix = ox - 1 + kj;
+                if (iy < 0 || iy >= 7 || ix < 0 || ix >= 6) continue;
+                sum += static_cast<double>(w[((oc * 9 + c) * 3 + ki) * 3 + kj]) * x.data()[((n * 9 + c) * 7 + iy) * 6 + ix];
+              }
+          EXPECT_NEAR(rig.out.data()[((n * o.c + oc) * o.h + oy) * o.w + ox], sum, 2e-5);
+        }
+}
+
 TEST(Conv2d, ForwardMatchesDirectConvolution) {
   LayerRig rig({"conv2d", Attrs{{"out_channels", "2"}, {"kernel", "3"}, {"stride", "2"}, {"padding", "1"}},
                 {{2, 3, 6, 5}}});
@@ -57,8 +107,9 @@ TEST(Conv2d, ForwardMatchesDirectConvolution) {
 
 // Several OpenMP threads (parallel sample groups, per-thread weight-gradient
 // buffers) give the same results as one thread.
-TEST(Conv2d, ThreadedMatchesSingleThread) {
-  LayerCase c{"conv2d", Attrs{{"out_channels", "4"}, {"kernel", "3"}, {"padding", "1"}}, {{9, 3, 4, 4}}};
+TEST_P(Conv2dDirect, ThreadedMatchesSingleThread) {
+  LayerCase c{"conv2d", Attrs{{"out_channels", "4"}, {"kernel", "3"}, {"padding", "1"}, {"algorithm", GetParam()}},
+              {{9, 3, 4, 4}}};
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     LayerRig rig(c);
