@@ -1,5 +1,5 @@
 // Conv2d (stride, zero padding, optional bias), by one of two algorithms:
-// Winograd F(2x2,3x3) (layers/winograd.cpp) for 3x3 stride-1 kernels with
+// Winograd F(4x4,3x3) or F(2x2,3x3) (layers/winograd.cpp) for 3x3 stride-1 kernels with
 // enough input channels, im2col + GEMM for everything else.
 //
 // im2col:
@@ -92,7 +92,7 @@ void col2im(const Geometry& g, const float* col, int ld, int col0, float* dx) {
 
 class Conv2d final : public Layer {
  public:
-  enum class Algorithm { automatic, im2col, winograd };
+  enum class Algorithm { automatic, im2col, winograd, winograd2, winograd4 };
 
   Conv2d(const LayerSpec& spec, int out_channels, std::pair<int, int> k, std::pair<int, int> s,
          std::pair<int, int> p, bool bias, Algorithm algorithm)
@@ -122,10 +122,17 @@ class Conv2d final : public Layer {
       fail_shape(fmt::format("kernel {}x{} is larger than the padded input", g_.kh, g_.kw));
     group_ = std::max(1, (256 + g_.ohw() - 1) / g_.ohw());
     const bool fits = g_.kh == 3 && g_.kw == 3 && g_.sh == 1 && g_.sw == 1;
-    if (algorithm_ == Algorithm::winograd && !fits) fail_shape("algorithm = winograd needs a 3x3 kernel with stride 1");
+    const bool forced = algorithm_ == Algorithm::winograd || algorithm_ == Algorithm::winograd2 ||
+                        algorithm_ == Algorithm::winograd4;
+    if (forced && !fits) fail_shape("a winograd algorithm needs a 3x3 kernel with stride 1");
     // Few input channels make the transformed GEMMs too thin to pay for the transforms.
-    const bool use = algorithm_ == Algorithm::winograd || (algorithm_ == Algorithm::automatic && fits && g_.c >= 8);
-    winograd_.reset(use ? new cpu::Winograd3x3(g_.c, g_.h, g_.w, g_.oc, g_.ph, g_.pw, g_.oh, g_.ow) : nullptr);
+    const bool use = forced || (algorithm_ == Algorithm::automatic && fits && g_.c >= 8);
+    // 4x4 output tiles need a quarter of the multiplies of direct convolution;
+    // maps too small to fill them take 2x2 tiles.
+    int tile = std::min(g_.oh, g_.ow) >= 6 ? 4 : 2;
+    if (algorithm_ == Algorithm::winograd2) tile = 2;
+    if (algorithm_ == Algorithm::winograd4) tile = 4;
+    winograd_ = use ? cpu::make_winograd(tile, g_.c, g_.h, g_.w, g_.oc, g_.ph, g_.pw, g_.oh, g_.ow) : nullptr;
     return {1, g_.oc, g_.oh, g_.ow};
   }
 
@@ -274,7 +281,7 @@ class Conv2d final : public Layer {
   bool bias_;
   Algorithm algorithm_;
   int group_ = 1;
-  std::unique_ptr<cpu::Winograd3x3> winograd_;  // set when Winograd is used
+  std::unique_ptr<cpu::WinogradConv> winograd_;  // set when Winograd is used
 };
 
 }  // namespace
@@ -295,8 +302,12 @@ std::unique_ptr<Layer> make_conv2d(const LayerSpec& spec, SpecReader& r) {
     a = Conv2d::Algorithm::im2col;
   else if (algorithm == "winograd")
     a = Conv2d::Algorithm::winograd;
+  else if (algorithm == "winograd2")
+    a = Conv2d::Algorithm::winograd2;
+  else if (algorithm == "winograd4")
+    a = Conv2d::Algorithm::winograd4;
   else if (algorithm != "auto")
-    r.fail("algorithm", fmt::format("'{}' is not one of: auto, im2col, winograd", algorithm));
+    r.fail("algorithm", fmt::format("'{}' is not one of: auto, im2col, winograd, winograd2, winograd4", algorithm));
   return std::make_unique<Conv2d>(spec, oc, k, s, p, bias, a);
 }
 

@@ -4,275 +4,295 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
+#include "burstpool/error.hpp"
 #include "kernels.hpp"
 
 namespace burstpool::cpu {
 namespace {
 
-// Samples are processed in chunks whose transformed tiles (V or M: 16 floats
-// per tile and channel) take about kChunkFloats floats, so they stay in L2
-// between the transform and the GEMMs; on vgg_small this ran 1.2-1.5x faster
-// than chunks of ~2000 tiles.
+// Transform matrices (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks").
+template <int M>
+struct Matrices;
+
+template <>
+struct Matrices<2> {
+  static constexpr float BT[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+  static constexpr float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+  static constexpr float AT[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+};
+
+template <>
+struct Matrices<4> {
+  static constexpr float BT[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                                     {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+  static constexpr float G[6][3] = {{1.0f / 4, 0, 0},
+                                    {-1.0f / 6, -1.0f / 6, -1.0f / 6},
+                                    {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                                    {1.0f / 24, 1.0f / 12, 1.0f / 6},
+                                    {1.0f / 24, -1.0f / 12, 1.0f / 6},
+                                    {0, 0, 1}};
+  static constexpr float AT[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+};
+
+// out[a][b][l] = sum_i sum_j P[a][i] in[i][j][l] Q[b][j] for l < len; the
+// [.][.] planes are `stride` floats apart in both in and out. `tmp` holds
+// RA*RJ*len floats. Each output row is one pass that keeps its sum in
+// registers; zero coefficients (known once the loops are unrolled) are skipped.
+template <int RA, int RI, int RB, int RJ>
+inline void sandwich(const float (&P)[RA][RI], const float (&Q)[RB][RJ], const float* in, size_t in_stride, float* out,
+                     size_t out_stride, float* tmp, int len, bool accumulate = false) {
+  for (int a = 0; a < RA; ++a)
+    for (int j = 0; j < RJ; ++j) {
+      float* t = tmp + (a * RJ + j) * static_cast<size_t>(len);
+      const float* src = in + j * in_stride;
+#pragma omp simd
+      for (int l = 0; l < len; ++l) {
+        float acc = 0.0f;
+#pragma GCC unroll 8
+        for (int i = 0; i < RI; ++i)
+          acc += P[a][i] * src[i * RJ * in_stride + l];
+        t[l] = acc;
+      }
+    }
+  for (int a = 0; a < RA; ++a)
+    for (int b = 0; b < RB; ++b) {
+      float* dst = out + (a * RB + b) * out_stride;
+      const float* t = tmp + a * RJ * static_cast<size_t>(len);
+      const float keep = accumulate ? 1.0f : 0.0f;
+#pragma omp simd
+      for (int l = 0; l < len; ++l) {
+        float acc = keep * dst[l];
+#pragma GCC unroll 8
+        for (int j = 0; j < RJ; ++j)
+          acc += Q[b][j] * t[j * static_cast<size_t>(len) + l];
+        dst[l] = acc;
+      }
+    }
+}
+
+// Transposed view of a constant matrix, built once.
+template <int R, int C>
+struct Transposed {
+  float m[C][R];
+  constexpr explicit Transposed(const float (&src)[R][C]) : m{} {
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) m[c][r] = src[r][c];
+  }
+};
+
+// Samples are processed in chunks whose transformed tiles (V or M) take about
+// kChunkFloats floats, so they stay in L2 between the transforms and the
+// GEMMs; on vgg_small this ran 1.2-1.5x faster than chunks 8x larger.
 constexpr int kChunkFloats = 16 * 8192;
+
+template <int M>
+class Winograd final : public WinogradConv {
+  static constexpr int A = M + 2;  // input tile edge
+  static constexpr int AA = A * A;
+  using Mat = Matrices<M>;
+
+ public:
+  Winograd(int c, int h, int w, int k, int ph, int pw, int oh, int ow)
+      : c_(c), h_(h), w_(w), k_(k), ph_(ph), pw_(pw), oh_(oh), ow_(ow), ty_((oh + M - 1) / M), tx_((ow + M - 1) / M) {}
+
+  void forward(const float* x, const float* weight, const float* bias, float* y, int n) override {
+    transform_weights(weight);
+    const int per = ty_ * tx_, chunk = chunk_samples();
+    const size_t kc = static_cast<size_t>(k_) * c_;
+    for (int s0 = 0; s0 < n; s0 += chunk) {
+      const int samples = std::min(chunk, n - s0), t = samples * per;
+      const size_t ct = static_cast<size_t>(c_) * t, kt = static_cast<size_t>(k_) * t;
+      v_.resize(AA * ct);
+      m_.resize(AA * kt);
+      transform_input(x, s0, samples, v_.data());
+#pragma omp parallel for if (parallel : omp_get_max_threads() > 1)
+      for (int xi = 0; xi < AA; ++xi)
+        gemm(false, false, k_, t, c_, 1.0f, u_.data() + xi * kc, c_, v_.data() + xi * ct, t, 0.0f,
+             m_.data() + xi * kt, t);
+      // Y = A^T M A per out channel, over all tiles of the chunk, then scattered.
+#pragma omp parallel if (parallel : worth_threads(kt * AA))
+      {
+        std::vector<float> tmp(static_cast<size_t>(M) * A * t), out(static_cast<size_t>(M) * M * t);
+#pragma omp for
+        for (int kk = 0; kk < k_; ++kk) {
+          sandwich(Mat::AT, Mat::AT, m_.data() + kk * static_cast<size_t>(t), kt, out.data(), t, tmp.data(), t);
+          const float b = bias ? bias[kk] : 0.0f;
+          for (int s = 0; s < samples; ++s) {
+            float* plane = y + (static_cast<size_t>(s0 + s) * k_ + kk) * oh_ * ow_;
+            for (int p = 0; p < M; ++p)
+              for (int q = 0; q < M; ++q) {
+                const float* src = out.data() + (p * M + q) * static_cast<size_t>(t) + s * per;
+                for (int ty = 0; ty < ty_; ++ty) {
+                  const int oy = ty * M + p;
+                  if (oy >= oh_) break;
+                  float* row = plane + static_cast<size_t>(oy) * ow_ + q;
+                  const float* tile = src + ty * tx_;
+                  const int count = (ow_ - q + M - 1) / M;  // tiles whose column q lies inside
+                  for (int tx = 0; tx < count; ++tx) row[tx * M] = tile[tx] + b;
+                }
+              }
+          }
+        }
+      }
+    }
+  }
+
+  void backward(const float* x, const float* weight, const float* dy, float* dweight, float* dx, bool accumulate,
+                int n) override {
+    transform_weights(weight);
+    const int per = ty_ * tx_, chunk = chunk_samples();
+    const size_t kc = static_cast<size_t>(k_) * c_;
+    du_.assign(AA * kc, 0.0f);
+    if (dx && !accumulate) std::fill_n(dx, static_cast<size_t>(n) * c_ * h_ * w_, 0.0f);
+    static const Transposed<A, A> B(Mat::BT);  // B = (B^T)^T
+    static const Transposed<M, A> Am(Mat::AT);  // A = (A^T)^T
+    for (int s0 = 0; s0 < n; s0 += chunk) {
+      const int samples = std::min(chunk, n - s0), t = samples * per;
+      const size_t ct = static_cast<size_t>(c_) * t, kt = static_cast<size_t>(k_) * t;
+      v_.resize(AA * ct);
+      m_.resize(AA * kt);
+      transform_input(x, s0, samples, v_.data());
+      // dM = A dY A^T per out channel: gather dY tiles (zero outside the output), transform.
+#pragma omp parallel if (parallel : worth_threads(kt * AA))
+      {
+        std::vector<float> g(static_cast<size_t>(M) * M * t), tmp(static_cast<size_t>(A) * M * t);
+#pragma omp for
+        for (int kk = 0; kk < k_; ++kk) {
+          for (int s = 0; s < samples; ++s) {
+            const float* plane = dy + (static_cast<size_t>(s0 + s) * k_ + kk) * oh_ * ow_;
+            for (int p = 0; p < M; ++p)
+              for (int q = 0; q < M; ++q) {
+                float* dst = g.data() + (p * M + q) * static_cast<size_t>(t) + s * per;
+                for (int ty = 0; ty < ty_; ++ty) {
+                  const int oy = ty * M + p;
+                  for (int tx = 0; tx < tx_; ++tx) {
+                    const int ox = tx * M + q;
+                    dst[ty * tx_ + tx] = (oy < oh_ && ox < ow_) ? plane[oy * ow_ + ox] : 0.0f;
+                  }
+                }
+              }
+          }
+          sandwich(Am.m, Am.m, g.data(), t, m_.data() + kk * static_cast<size_t>(t), kt, tmp.data(), t);
+        }
+      }
+      if (dx) dv_.resize(AA * ct);
+#pragma omp parallel for if (parallel : omp_get_max_threads() > 1)
+      for (int xi = 0; xi < AA; ++xi) {
+        gemm(false, true, k_, c_, t, 1.0f, m_.data() + xi * kt, t, v_.data() + xi * ct, t, 1.0f,
+             du_.data() + xi * kc, c_);
+        if (dx)
+          gemm(true, false, c_, t, k_, 1.0f, u_.data() + xi * kc, c_, m_.data() + xi * kt, t, 0.0f,
+               dv_.data() + xi * ct, t);
+      }
+      if (!dx) continue;
+      // dD = B dV B^T per in channel, then summed into dx over overlapping tiles
+      // (through a padded plane, so no bounds checks per element).
+      const int ph2 = ty_ * M + 2, pw2 = tx_ * M + 2;
+#pragma omp parallel if (parallel : worth_threads(ct * AA))
+      {
+        std::vector<float> d(static_cast<size_t>(AA) * t), tmp(static_cast<size_t>(AA) * t);
+        std::vector<float> pad(static_cast<size_t>(ph2) * pw2);
+#pragma omp for
+        for (int ch = 0; ch < c_; ++ch) {
+          sandwich(B.m, B.m, dv_.data() + ch * static_cast<size_t>(t), ct, d.data(), t, tmp.data(), t);
+          for (int s = 0; s < samples; ++s) {
+            std::fill(pad.begin(), pad.end(), 0.0f);
+            for (int i = 0; i < A; ++i)
+              for (int j = 0; j < A; ++j) {
+                const float* src = d.data() + (i * A + j) * static_cast<size_t>(t) + s * per;
+                for (int ty = 0; ty < ty_; ++ty) {
+                  float* row = pad.data() + static_cast<size_t>(ty * M + i) * pw2 + j;
+                  const float* tile = src + ty * tx_;
+                  for (int tx = 0; tx < tx_; ++tx) row[tx * M] += tile[tx];
+                }
+              }
+            float* plane = dx + (static_cast<size_t>(s0 + s) * c_ + ch) * h_ * w_;
+            for (int yy = 0; yy < h_; ++yy) {
+              const int py = yy + ph_;
+              if (py >= ph2) break;
+              const int count = std::min(w_, pw2 - pw_);
+              const float* src = pad.data() + static_cast<size_t>(py) * pw2 + pw_;
+              float* dst = plane + static_cast<size_t>(yy) * w_;
+#pragma omp simd
+              for (int xx = 0; xx < count; ++xx) dst[xx] += src[xx];
+            }
+          }
+        }
+      }
+    }
+    // dg = G^T dU G for every (out, in) channel pair.
+    static const Transposed<A, 3> Gt(Mat::G);
+    std::vector<float> dg(9 * kc), tmp(3 * A * kc);
+    sandwich(Gt.m, Gt.m, du_.data(), kc, dg.data(), kc, tmp.data(), static_cast<int>(kc));
+    for (size_t i = 0; i < kc; ++i)
+      for (int e = 0; e < 9; ++e) dweight[i * 9 + e] = dg[e * kc + i];
+  }
+
+ private:
+  int chunk_samples() const {
+    return std::max(1, kChunkFloats / (AA * std::max(c_, k_) * ty_ * tx_));
+  }
+
+  // U = G g G^T for every (out, in) channel pair; layout [AA][k][c].
+  void transform_weights(const float* weight) {
+    const size_t kc = static_cast<size_t>(k_) * c_;
+    std::vector<float> g(9 * kc), tmp(static_cast<size_t>(A) * 3 * kc);
+    for (size_t i = 0; i < kc; ++i)
+      for (int e = 0; e < 9; ++e) g[e * kc + i] = weight[i * 9 + e];
+    u_.resize(AA * kc);
+    sandwich(Mat::G, Mat::G, g.data(), kc, u_.data(), kc, tmp.data(), static_cast<int>(kc));
+  }
+
+  // V = B^T d B for every (channel, tile) of samples s0..s0+samples; layout [AA][c][tiles].
+  void transform_input(const float* x, int s0, int samples, float* v) const {
+    const int per = ty_ * tx_, t = samples * per;
+    const size_t ct = static_cast<size_t>(c_) * t;
+    const int ph2 = ty_ * M + 2, pw2 = tx_ * M + 2;
+#pragma omp parallel if (parallel : worth_threads(ct * AA))
+    {
+      std::vector<float> pad(static_cast<size_t>(ph2) * pw2), d(static_cast<size_t>(AA) * t),
+          tmp(static_cast<size_t>(AA) * t);
+#pragma omp for
+      for (int ch = 0; ch < c_; ++ch) {
+        for (int s = 0; s < samples; ++s) {
+          // The plane inside zeros, so tiles read without bounds checks.
+          std::fill(pad.begin(), pad.end(), 0.0f);
+          const float* plane = x + (static_cast<size_t>(s0 + s) * c_ + ch) * h_ * w_;
+          for (int yy = 0; yy < h_ && yy + ph_ < ph2; ++yy) {
+            const int count = std::min(w_, pw2 - pw_);
+            if (count > 0)
+              std::memcpy(pad.data() + static_cast<size_t>(yy + ph_) * pw2 + pw_, plane + yy * w_,
+                          sizeof(float) * count);
+          }
+          for (int i = 0; i < A; ++i)
+            for (int j = 0; j < A; ++j) {
+              float* dst = d.data() + (i * A + j) * static_cast<size_t>(t) + s * per;
+              for (int ty = 0; ty < ty_; ++ty) {
+                const float* row = pad.data() + static_cast<size_t>(ty * M + i) * pw2 + j;
+                float* out = dst + ty * tx_;
+                for (int tx = 0; tx < tx_; ++tx) out[tx] = row[tx * M];
+              }
+            }
+        }
+        sandwich(Mat::BT, Mat::BT, d.data(), t, v + ch * static_cast<size_t>(t), ct, tmp.data(), t);
+      }
+    }
+  }
+
+  int c_, h_, w_, k_, ph_, pw_, oh_, ow_;
+  int ty_, tx_;              // tiles per sample, vertically and horizontally
+  std::vector<float> u_;     // [AA][k][c]: transformed weights of the current step
+  std::vector<float> v_, m_, dv_, du_;
+};
 
 }  // namespace
 
-Winograd3x3::Winograd3x3(int c, int h, int w, int k, int ph, int pw, int oh, int ow)
-    : c_(c), h_(h), w_(w), k_(k), ph_(ph), pw_(pw), oh_(oh), ow_(ow),
-      tiles_y_((oh + 1) / 2), tiles_x_((ow + 1) / 2) {}
-
-int Winograd3x3::chunk_samples() const {
-  const int per = tiles_y_ * tiles_x_;
-  return std::max(1, kChunkFloats / (16 * std::max(c_, k_) * per));
-}
-
-// u = G g G^T, G = [[1,0,0],[.5,.5,.5],[.5,-.5,.5],[0,0,1]]
-void Winograd3x3::transform_weights(const float* weight) {
-  u_.resize(static_cast<size_t>(16) * k_ * c_);
-  const size_t kc = static_cast<size_t>(k_) * c_;
-#pragma omp parallel for if (parallel : worth_threads(kc * 16))
-  for (size_t i = 0; i < kc; ++i) {
-    const float* g = weight + i * 9;
-    float r[4][3];
-    for (int j = 0; j < 3; ++j) {
-      r[0][j] = g[j];
-      r[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
-      r[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
-      r[3][j] = g[6 + j];
-    }
-    for (int a = 0; a < 4; ++a) {
-      const float u[4] = {r[a][0], 0.5f * (r[a][0] + r[a][1] + r[a][2]), 0.5f * (r[a][0] - r[a][1] + r[a][2]),
-                          r[a][2]};
-      for (int b = 0; b < 4; ++b) u_[(a * 4 + b) * kc + i] = u[b];
-    }
-  }
-}
-
-// v = B^T d B for every (channel, tile) of samples s0..s0+samples; layout [16][c][tiles].
-// Each plane is first copied into a zero-padded scratch plane so the tile loop
-// needs no bounds checks.
-void Winograd3x3::transform_input(const float* x, int s0, int samples, float* v) const {
-  const int per = tiles_y_ * tiles_x_, t_total = samples * per;
-  const size_t ct = static_cast<size_t>(c_) * t_total;
-  const int ph2 = 2 * tiles_y_ + 2, pw2 = 2 * tiles_x_ + 2;
-#pragma omp parallel if (parallel : worth_threads(ct * 16))
-  {
-    std::vector<float> pad(static_cast<size_t>(ph2) * pw2);
-    std::vector<float> even[4], odd[4];
-    for (int i = 0; i < 4; ++i) even[i].resize(tiles_x_ + 1), odd[i].resize(tiles_x_ + 1);
-#pragma omp for collapse(2)
-    for (int s = 0; s < samples; ++s)
-      for (int ch = 0; ch < c_; ++ch) {
-        pad_plane(x + (static_cast<size_t>(s0 + s) * c_ + ch) * h_ * w_, pad.data());
-        float* out = v + static_cast<size_t>(ch) * t_total + s * per;
-        for (int ty = 0; ty < tiles_y_; ++ty) {
-          const float* r0 = pad.data() + static_cast<size_t>(2 * ty) * pw2;
-          const float* r1 = r0 + pw2;
-          const float* r2 = r1 + pw2;
-          const float* r3 = r2 + pw2;
-          // Rows of B^T d (B^T = [[1,0,-1,0],[0,1,1,0],[0,-1,1,0],[0,1,0,-1]]) over the
-          // whole padded row, split into even and odd columns so the column
-          // transform below runs on contiguous, vectorisable arrays.
-          for (int xx = 0; xx <= tiles_x_; ++xx) {
-            const int e = 2 * xx, o = e + 1;
-            even[0][xx] = r0[e] - r2[e], odd[0][xx] = r0[o] - r2[o];
-            even[1][xx] = r1[e] + r2[e], odd[1][xx] = r1[o] + r2[o];
-            even[2][xx] = r2[e] - r1[e], odd[2][xx] = r2[o] - r1[o];
-            even[3][xx] = r1[e] - r3[e], odd[3][xx] = r1[o] - r3[o];
-          }
-          float* o = out + ty * tiles_x_;
-          for (int i = 0; i < 4; ++i) {
-            const float* e = even[i].data();
-            const float* d = odd[i].data();
-            float* v0 = o + (i * 4 + 0) * ct;
-            float* v1 = o + (i * 4 + 1) * ct;
-            float* v2 = o + (i * 4 + 2) * ct;
-            float* v3 = o + (i * 4 + 3) * ct;
-#pragma omp simd
-            for (int tx = 0; tx < tiles_x_; ++tx) {
-              v0[tx] = e[tx] - e[tx + 1];
-              v1[tx] = d[tx] + e[tx + 1];
-              v2[tx] = e[tx + 1] - d[tx];
-              v3[tx] = d[tx] - d[tx + 1];
-            }
-          }
-        }
-      }
-  }
-}
-
-// The plane (h x w) at offset (ph, pw) inside zeros of (2*tiles_y+2) x (2*tiles_x+2).
-void Winograd3x3::pad_plane(const float* plane, float* pad) const {
-  const int ph2 = 2 * tiles_y_ + 2, pw2 = 2 * tiles_x_ + 2;
-  std::fill_n(pad, static_cast<size_t>(ph2) * pw2, 0.0f);
-  for (int y = 0; y < h_; ++y) {
-    const int py = y + ph_;
-    if (py >= ph2) break;
-    const int n = std::min(w_, pw2 - pw_);
-    if (n <= 0) break;
-    std::memcpy(pad + static_cast<size_t>(py) * pw2 + pw_, plane + static_cast<size_t>(y) * w_, sizeof(float) * n);
-  }
-}
-
-void Winograd3x3::forward(const float* x, const float* weight, const float* bias, float* y, int n) {
-  transform_weights(weight);
-  const int per = tiles_y_ * tiles_x_, chunk = chunk_samples();
-  const size_t kc = static_cast<size_t>(k_) * c_;
-  for (int s0 = 0; s0 < n; s0 += chunk) {
-    const int samples = std::min(chunk, n - s0), t = samples * per;
-    const size_t ct = static_cast<size_t>(c_) * t, kt = static_cast<size_t>(k_) * t;
-    v_.resize(16 * ct);
-    m_.resize(16 * kt);
-    transform_input(x, s0, samples, v_.data());
-#pragma omp parallel for if (parallel : omp_get_max_threads() > 1)
-    for (int xi = 0; xi < 16; ++xi)
-      gemm(false, false, k_, t, c_, 1.0f, u_.data() + xi * kc, c_, v_.data() + xi * ct, t, 0.0f,
-           m_.data() + xi * kt, t);
-    // y = A^T m A, A^T = [[1,1,1,0],[0,1,-1,-1]]
-#pragma omp parallel for collapse(2) if (parallel : worth_threads(kt * 16))
-    for (int s = 0; s < samples; ++s)
-      for (int kk = 0; kk < k_; ++kk) {
-        float* out = y + (static_cast<size_t>(s0 + s) * k_ + kk) * oh_ * ow_;
-        const float b = bias ? bias[kk] : 0.0f;
-        for (int ty = 0; ty < tiles_y_; ++ty)
-          for (int tx = 0; tx < tiles_x_; ++tx) {
-            const size_t col = static_cast<size_t>(kk) * t + s * per + ty * tiles_x_ + tx;
-            float m[4][4];
-            for (int a = 0; a < 16; ++a) m[a / 4][a % 4] = m_[a * kt + col];
-            float r[2][4];
-            for (int j = 0; j < 4; ++j) {
-              r[0][j] = m[0][j] + m[1][j] + m[2][j];
-              r[1][j] = m[1][j] - m[2][j] - m[3][j];
-            }
-            for (int i = 0; i < 2; ++i) {
-              const int oy = 2 * ty + i;
-              if (oy >= oh_) break;
-              const float y0 = r[i][0] + r[i][1] + r[i][2] + b, y1 = r[i][1] - r[i][2] - r[i][3] + b;
-              out[oy * ow_ + 2 * tx] = y0;
-              if (2 * tx + 1 < ow_) out[oy * ow_ + 2 * tx + 1] = y1;
-            }
-          }
-      }
-  }
-}
-
-void Winograd3x3::backward(const float* x, const float* weight, const float* dy, float* dweight, float* dx,
-                           bool accumulate, int n) {
-  transform_weights(weight);
-  const int per = tiles_y_ * tiles_x_, chunk = chunk_samples();
-  const size_t kc = static_cast<size_t>(k_) * c_;
-  du_.assign(16 * kc, 0.0f);
-  if (dx && !accumulate) std::fill_n(dx, static_cast<size_t>(n) * c_ * h_ * w_, 0.0f);
-  std::vector<float> dv;
-  for (int s0 = 0; s0 < n; s0 += chunk) {
-    const int samples = std::min(chunk, n - s0), t = samples * per;
-    const size_t ct = static_cast<size_t>(c_) * t, kt = static_cast<size_t>(k_) * t;
-    v_.resize(16 * ct);
-    m_.resize(16 * kt);
-    transform_input(x, s0, samples, v_.data());
-    // dm = A dy A^T over each 2x2 output tile (cells outside the output are 0).
-    const int oph = 2 * tiles_y_, opw = 2 * tiles_x_;
-#pragma omp parallel if (parallel : worth_threads(kt * 16))
-    {
-      std::vector<float> pad(static_cast<size_t>(oph) * opw, 0.0f);
-#pragma omp for collapse(2)
-      for (int s = 0; s < samples; ++s)
-        for (int kk = 0; kk < k_; ++kk) {
-          const float* g = dy + (static_cast<size_t>(s0 + s) * k_ + kk) * oh_ * ow_;
-          for (int y = 0; y < oh_; ++y) std::memcpy(&pad[static_cast<size_t>(y) * opw], g + y * ow_, sizeof(float) * ow_);
-          float* out = m_.data() + static_cast<size_t>(kk) * t + s * per;
-          for (int ty = 0; ty < tiles_y_; ++ty) {
-            const float* g0 = pad.data() + static_cast<size_t>(2 * ty) * opw;
-            const float* g1 = g0 + opw;
-            float* o = out + ty * tiles_x_;
-            for (int tx = 0; tx < tiles_x_; ++tx) {
-              const float d00 = g0[2 * tx], d01 = g0[2 * tx + 1], d10 = g1[2 * tx], d11 = g1[2 * tx + 1];
-              const float r[4][2] = {{d00, d01}, {d00 + d10, d01 + d11}, {d00 - d10, d01 - d11}, {-d10, -d11}};
-              for (int a = 0; a < 4; ++a) {
-                const float p = r[a][0], q = r[a][1];
-                o[(a * 4 + 0) * kt + tx] = p;
-                o[(a * 4 + 1) * kt + tx] = p + q;
-                o[(a * 4 + 2) * kt + tx] = p - q;
-                o[(a * 4 + 3) * kt + tx] = -q;
-              }
-            }
-          }
-        }
-    }
-    if (dx) dv.resize(16 * ct);
-#pragma omp parallel for if (parallel : omp_get_max_threads() > 1)
-    for (int xi = 0; xi < 16; ++xi) {
-      gemm(false, true, k_, c_, t, 1.0f, m_.data() + xi * kt, t, v_.data() + xi * ct, t, 1.0f,
-           du_.data() + xi * kc, c_);
-      if (dx)
-        gemm(true, false, c_, t, k_, 1.0f, u_.data() + xi * kc, c_, m_.data() + xi * kt, t, 0.0f,
-             dv.data() + xi * ct, t);
-    }
-    if (!dx) continue;
-    // dx += B dv B^T, B = [[1,0,0,0],[0,1,-1,1],[-1,1,1,0],[0,0,0,-1]]. Tiles overlap, so
-    // each (sample, channel) plane is owned by one thread and summed in a padded
-    // scratch plane, whose interior is then added to dx.
-    const int ph2 = 2 * tiles_y_ + 2, pw2 = 2 * tiles_x_ + 2;
-#pragma omp parallel if (parallel : worth_threads(ct * 16))
-    {
-      std::vector<float> pad(static_cast<size_t>(ph2) * pw2);
-#pragma omp for collapse(2)
-      for (int s = 0; s < samples; ++s)
-        for (int ch = 0; ch < c_; ++ch) {
-          std::fill(pad.begin(), pad.end(), 0.0f);
-          const float* in = dv.data() + static_cast<size_t>(ch) * t + s * per;
-          for (int ty = 0; ty < tiles_y_; ++ty)
-            for (int tx = 0; tx < tiles_x_; ++tx) {
-              const float* q0 = in + ty * tiles_x_ + tx;
-              float q[4][4];
-              for (int a = 0; a < 16; ++a) q[a / 4][a % 4] = q0[a * ct];
-              float wr[4][4];
-              for (int j = 0; j < 4; ++j) {
-                wr[0][j] = q[0][j];
-                wr[1][j] = q[1][j] - q[2][j] + q[3][j];
-                wr[2][j] = -q[0][j] + q[1][j] + q[2][j];
-                wr[3][j] = -q[3][j];
-              }
-              for (int i = 0; i < 4; ++i) {
-                float* row = pad.data() + static_cast<size_t>(2 * ty + i) * pw2 + 2 * tx;
-                row[0] += wr[i][0];
-                row[1] += wr[i][1] - wr[i][2] + wr[i][3];
-                row[2] += -wr[i][0] + wr[i][1] + wr[i][2];
-                row[3] += -wr[i][3];
-              }
-            }
-          float* plane = dx + (static_cast<size_t>(s0 + s) * c_ + ch) * h_ * w_;
-          for (int y = 0; y < h_; ++y) {
-            const int py = y + ph_;
-            if (py >= ph2) break;
-            const float* src = pad.data() + static_cast<size_t>(py) * pw2 + pw_;
-            float* dst = plane + static_cast<size_t>(y) * w_;
-            const int n = std::min(w_, pw2 - pw_);
-#pragma omp simd
-            for (int x = 0; x < n; ++x) dst[x] += src[x];
-          }
-        }
-    }
-  }
-  // dg = G^T du G, G^T = [[1,.5,.5,0],[0,.5,-.5,0],[0,.5,.5,1]]
-#pragma omp parallel for if (parallel : worth_threads(kc * 16))
-  for (size_t i = 0; i < kc; ++i) {
-    float du[4][4];
-    for (int a = 0; a < 16; ++a) du[a / 4][a % 4] = du_[a * kc + i];
-    float r[3][4];
-    for (int j = 0; j < 4; ++j) {
-      r[0][j] = du[0][j] + 0.5f * (du[1][j] + du[2][j]);
-      r[1][j] = 0.5f * (du[1][j] - du[2][j]);
-      r[2][j] = 0.5f * (du[1][j] + du[2][j]) + du[3][j];
-    }
-    float* g = dweight + i * 9;
-    for (int a = 0; a < 3; ++a) {
-      g[a * 3 + 0] = r[a][0] + 0.5f * (r[a][1] + r[a][2]);
-      g[a * 3 + 1] = 0.5f * (r[a][1] - r[a][2]);
-      g[a * 3 + 2] = 0.5f * (r[a][1] + r[a][2]) + r[a][3];
-    }
-  }
+std::unique_ptr<WinogradConv> make_winograd(int tile, int c, int h, int w, int k, int ph, int pw, int oh, int ow) {
+  if (tile == 2) return std::make_unique<Winograd<2>>(c, h, w, k, ph, pw, oh, ow);
+  BP_CHECK(tile == 4, "Winograd tile {} is not 2 or 4", tile);
+  return std::make_unique<Winograd<4>>(c, h, w, k, ph, pw, oh, ow);
 }
 
 }  // namespace burstpool::cpu

@@ -1,39 +1,31 @@
 #pragma once
-// Winograd F(2x2, 3x3) convolution for 3x3 kernels with stride 1 (any zero
-// padding): each 2x2 output tile costs 16 multiplies per channel pair instead
-// of 36, as 16 GEMMs of (out x in) x (in x tiles) in the transformed domain.
+// Winograd convolution F(m x m, 3 x 3), m = 2 or 4, for 3x3 kernels with
+// stride 1 and any zero padding. An (m+2)^2 input tile d gives an m x m output
+// tile with (m+2)^2 multiplies per channel pair instead of 9 m^2: as
+// (m+2)^2 GEMMs of (out x in) x (in x tiles) in the transformed domain.
 //
-// Forward:  Y = A^T [ (G g G^T) . (B^T d B) ] A        per 4x4 input tile d
-// Backward is the exact adjoint of those linear maps:
-//   dM = A dY A^T;  dV = U^T dM  ->  dX += B dV B^T (scattered over tiles)
-//   dU = sum over tiles dM V^T   ->  dg = G^T dU G
-// Internal to layers/conv.cpp.
-#include <cstddef>
-#include <vector>
+// Forward:  Y = A^T [ (G g G^T) . (B^T d B) ] A          per tile
+// Backward, the exact adjoint of those linear maps:
+//   dM = A dY A^T;  dV = U^T dM  ->  dX += B dV B^T  (summed over overlapping tiles)
+//   dU = sum over tiles of dM V^T  ->  dg = G^T dU G
+//
+// Transforms run over all tiles of a chunk of samples at once, so every
+// inner loop is a long contiguous vector. Internal to layers/conv.cpp.
+#include <memory>
 
 namespace burstpool::cpu {
 
-class Winograd3x3 {
+class WinogradConv {
  public:
-  // Per-sample input (c, h, w), k output channels, padding (ph, pw); output is (k, oh, ow).
-  Winograd3x3(int c, int h, int w, int k, int ph, int pw, int oh, int ow);
-
+  virtual ~WinogradConv() = default;
   // y = conv(x, weight) + bias (bias may be null), n samples, NCHW.
-  void forward(const float* x, const float* weight, const float* bias, float* y, int n);
-  // dweight = d/dweight (overwrite); dx: overwrite or accumulate, null to skip.
-  void backward(const float* x, const float* weight, const float* dy, float* dweight, float* dx, bool accumulate,
-                int n);
-
- private:
-  void transform_weights(const float* weight);
-  void transform_input(const float* x, int s0, int samples, float* v) const;
-  void pad_plane(const float* plane, float* pad) const;
-  int chunk_samples() const;
-
-  int c_, h_, w_, k_, ph_, pw_, oh_, ow_;
-  int tiles_y_, tiles_x_;
-  std::vector<float> u_;  // [16][k][c]: transformed weights of the current step
-  std::vector<float> v_, m_, du_;
+  virtual void forward(const float* x, const float* weight, const float* bias, float* y, int n) = 0;
+  // dweight: overwritten; dx: overwritten or accumulated, null to skip.
+  virtual void backward(const float* x, const float* weight, const float* dy, float* dweight, float* dx,
+                        bool accumulate, int n) = 0;
 };
+
+// Per-sample input (c, h, w), k output channels, padding (ph, pw), output (oh, ow); tile = 2 or 4.
+std::unique_ptr<WinogradConv> make_winograd(int tile, int c, int h, int w, int k, int ph, int pw, int oh, int ow);
 
 }  // namespace burstpool::cpu

@@ -31,20 +31,24 @@ TEST(Conv2d, Gradients1x1SingleSampleGroups) {
                          true, 1e-2, 2e-2, 5e-3});
 }
 
-// Winograd F(2x2,3x3): odd output sizes leave partial tiles; padding 0, 1, 2.
-TEST(Conv2dWinograd, GradientsPadding1OddSize) {
+// Winograd with 2x2 and 4x4 output tiles: odd output sizes leave partial
+// tiles; padding 0, 1, 2; batch 1.
+class Conv2dWinograd : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Tiles, Conv2dWinograd, ::testing::Values("winograd2", "winograd4"));
+
+TEST_P(Conv2dWinograd, GradientsPadding1OddSize) {
   check_layer_gradients(
-      {"conv2d", Attrs{{"out_channels", "3"}, {"kernel", "3"}, {"padding", "1"}, {"algorithm", "winograd"}},
-       {{2, 2, 5, 5}}});
+      {"conv2d", Attrs{{"out_channels", "3"}, {"kernel", "3"}, {"padding", "1"}, {"algorithm", GetParam()}},
+       {{2, 2, 5, 7}}});
 }
-TEST(Conv2dWinograd, GradientsNoPaddingNoBias) {
+TEST_P(Conv2dWinograd, GradientsNoPaddingNoBias) {
   check_layer_gradients({"conv2d",
-                         Attrs{{"out_channels", "2"}, {"kernel", "3"}, {"bias", "false"}, {"algorithm", "winograd"}},
-                         {{3, 3, 7, 6}}});
+                         Attrs{{"out_channels", "2"}, {"kernel", "3"}, {"bias", "false"}, {"algorithm", GetParam()}},
+                         {{3, 3, 9, 6}}});
 }
-TEST(Conv2dWinograd, GradientsPadding2BatchOne) {
+TEST_P(Conv2dWinograd, GradientsPadding2BatchOne) {
   check_layer_gradients(
-      {"conv2d", Attrs{{"out_channels", "2"}, {"kernel", "3"}, {"padding", "2"}, {"algorithm", "winograd"}},
+      {"conv2d", Attrs{{"out_channels", "2"}, {"kernel", "3"}, {"padding", "2"}, {"algorithm", GetParam()}},
        {{1, 2, 3, 4}}});
 }
 TEST(Conv2dWinograd, RejectsOtherKernels) {
@@ -55,11 +59,11 @@ TEST(Conv2dWinograd, RejectsOtherKernels) {
 
 // Both algorithms against a direct six-loop convolution.
 class Conv2dDirect : public ::testing::TestWithParam<std::string> {};
-INSTANTIATE_TEST_SUITE_P(Algorithms, Conv2dDirect, ::testing::Values("im2col", "winograd"));
+INSTANTIATE_TEST_SUITE_P(Algorithms, Conv2dDirect, ::testing::Values("im2col", "winograd2", "winograd4"));
 
 TEST_P(Conv2dDirect, ForwardMatches) {
   LayerRig rig({"conv2d", Attrs{{"out_channels", "3"}, {"kernel", "3"}, {"padding", "1"}, {"algorithm", GetParam()}},
-                {{2, 9, 7, 6}}});
+                {{2, 9, 11, 6}}});
   rig.loss();
   const Tensor& x = rig.inputs[0];
   const float* w = rig.params[0].data();
@@ -74,8 +78,8 @@ TEST_P(Conv2dDirect, ForwardMatches) {
             for (int ki = 0; ki < 3; ++ki)
               for (int kj = 0; kj < 3; ++kj) {
                 int iy = oy - 1 + ki, ix = ox - 1 + kj;
-                if (iy < 0 || iy >= 7 || ix < 0 || ix >= 6) continue;
-                sum += static_cast<double>(w[((oc * 9 + c) * 3 + ki) * 3 + kj]) * x.data()[((n * 9 + c) * 7 + iy) * 6 + ix];
+                if (iy < 0 || iy >= 11 || ix < 0 || ix >= 6) continue;
+                sum += static_cast<double>(w[((oc * 9 + c) * 3 + ki) * 3 + kj]) * x.data()[((n * 9 + c) * 11 + iy) * 6 + ix];
               }
           EXPECT_NEAR(rig.out.data()[((n * o.c + oc) * o.h + oy) * o.w + ox], sum, 2e-5);
         }
