@@ -6,6 +6,10 @@
 // parameters; afterwards `forward`/`backward` may run on any batch size. The
 // public non-virtual methods check shapes and then call the virtual *_impl.
 //
+// Call order: `backward` must follow the `forward` of the same inputs; layers
+// keep what backward needs from it (softmax, max positions, batch-norm
+// statistics, Winograd transforms).
+//
 // Gradient contract: `backward` OVERWRITES the layer's parameter gradients, and
 // for each input either overwrites or accumulates into the input gradient as
 // its GradSlot says (the model decides: the first writer in backward order

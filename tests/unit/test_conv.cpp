@@ -57,56 +57,45 @@ TEST(Conv2dWinograd, RejectsOtherKernels) {
                Error);
 }
 
-// Both algorithms against a direct six-loop convolution.
+// The rig's output against a direct six-loop convolution of its input
+// (square kernel of the weight's size, given stride and padding).
+void expect_direct_convolution(LayerRig& rig, int stride, int pad, double tol) {
+  rig.loss();
+  const Shape i = rig.inputs[0].shape(), o = rig.out.shape(), k = rig.params[0].shape();
+  const float* x = rig.inputs[0].data();
+  const float* w = rig.params[0].data();
+  const float* b = rig.params[1].data();
+  for (int n = 0; n < o.n; ++n)
+    for (int oc = 0; oc < o.c; ++oc)
+      for (int oy = 0; oy < o.h; ++oy)
+        for (int ox = 0; ox < o.w; ++ox) {
+          double sum = b[oc];
+          for (int c = 0; c < i.c; ++c)
+            for (int ki = 0; ki < k.h; ++ki)
+              for (int kj = 0; kj < k.w; ++kj) {
+                const int iy = oy * stride - pad + ki, ix = ox * stride - pad + kj;
+                if (iy < 0 || iy >= i.h || ix < 0 || ix >= i.w) continue;
+                sum += static_cast<double>(w[((oc * i.c + c) * k.h + ki) * k.w + kj]) *
+                       x[((n * i.c + c) * i.h + iy) * i.w + ix];
+              }
+          EXPECT_NEAR(rig.out.data()[((n * o.c + oc) * o.h + oy) * o.w + ox], sum, tol);
+        }
+}
+
+// Every algorithm against the direct convolution.
 class Conv2dDirect : public ::testing::TestWithParam<std::string> {};
 INSTANTIATE_TEST_SUITE_P(Algorithms, Conv2dDirect, ::testing::Values("im2col", "winograd2", "winograd4"));
 
 TEST_P(Conv2dDirect, ForwardMatches) {
   LayerRig rig({"conv2d", Attrs{{"out_channels", "3"}, {"kernel", "3"}, {"padding", "1"}, {"algorithm", GetParam()}},
                 {{2, 9, 11, 6}}});
-  rig.loss();
-  const Tensor& x = rig.inputs[0];
-  const float* w = rig.params[0].data();
-  const float* b = rig.params[1].data();
-  const Shape o = rig.out.shape();
-  for (int n = 0; n < o.n; ++n)
-    for (int oc = 0; oc < o.c; ++oc)
-      for (int oy = 0; oy < o.h; ++oy)
-        for (int ox = 0; ox < o.w; ++ox) {
-          double sum = b[oc];
-          for (int c = 0; c < 9; ++c)
-            for (int ki = 0; ki < 3; ++ki)
-              for (int kj = 0; kj < 3; ++kj) {
-                int iy = oy - 1 + ki, ix = ox - 1 + kj;
-                if (iy < 0 || iy >= 11 || ix < 0 || ix >= 6) continue;
-                sum += static_cast<double>(w[((oc * 9 + c) * 3 + ki) * 3 + kj]) * x.data()[((n * 9 + c) * 11 + iy) * 6 + ix];
-              }
-          EXPECT_NEAR(rig.out.data()[((n * o.c + oc) * o.h + oy) * o.w + ox], sum, 2e-5);
-        }
+  expect_direct_convolution(rig, 1, 1, 2e-5);
 }
 
-TEST(Conv2d, ForwardMatchesDirectConvolution) {
+TEST(Conv2d, Stride2ForwardMatchesDirectConvolution) {
   LayerRig rig({"conv2d", Attrs{{"out_channels", "2"}, {"kernel", "3"}, {"stride", "2"}, {"padding", "1"}},
                 {{2, 3, 6, 5}}});
-  rig.loss();
-  const Tensor& x = rig.inputs[0];
-  const float* w = rig.params[0].data();
-  const float* b = rig.params[1].data();
-  const Shape o = rig.out.shape();
-  for (int n = 0; n < o.n; ++n)
-    for (int oc = 0; oc < o.c; ++oc)
-      for (int oy = 0; oy < o.h; ++oy)
-        for (int ox = 0; ox < o.w; ++ox) {
-          double sum = b[oc];
-          for (int c = 0; c < 3; ++c)
-            for (int ki = 0; ki < 3; ++ki)
-              for (int kj = 0; kj < 3; ++kj) {
-                int iy = oy * 2 - 1 + ki, ix = ox * 2 - 1 + kj;
-                if (iy < 0 || iy >= 6 || ix < 0 || ix >= 5) continue;
-                sum += static_cast<double>(w[((oc * 3 + c) * 3 + ki) * 3 + kj]) * x.data()[((n * 3 + c) * 6 + iy) * 5 + ix];
-              }
-          EXPECT_NEAR(rig.out.data()[((n * o.c + oc) * o.h + oy) * o.w + ox], sum, 1e-5);
-        }
+  expect_direct_convolution(rig, 2, 1, 1e-5);
 }
 
 // Several OpenMP threads (parallel sample groups, per-thread weight-gradient
