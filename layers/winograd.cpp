@@ -129,17 +129,13 @@ class Winograd final : public WinogradConv {
           const float b = bias ? bias[kk] : 0.0f;
           for (int s = 0; s < samples; ++s) {
             float* plane = y + (static_cast<size_t>(s0 + s) * k_ + kk) * oh_ * ow_;
-            for (int p = 0; p < M; ++p)
-              for (int q = 0; q < M; ++q) {
-                const float* src = out.data() + (p * M + q) * static_cast<size_t>(t) + s * per;
-                for (int ty = 0; ty < ty_; ++ty) {
-                  const int oy = ty * M + p;
-                  if (oy >= oh_) break;
-                  float* row = plane + static_cast<size_t>(oy) * ow_ + q;
-                  const float* tile = src + ty * tx_;
-                  const int count = (ow_ - q + M - 1) / M;  // tiles whose column q lies inside
-                  for (int tx = 0; tx < count; ++tx) row[tx * M] = tile[tx] + b;
-                }
+            const float* tiles = out.data() + s * per;
+            // Output row oy = ty*M + p is written left to right from the M column phases.
+            for (int ty = 0; ty < ty_; ++ty)
+              for (int p = 0; p < M && ty * M + p < oh_; ++p) {
+                float* row = plane + static_cast<size_t>(ty * M + p) * ow_;
+                const float* src = tiles + p * M * static_cast<size_t>(t) + ty * tx_;
+                for (int ox = 0; ox < ow_; ++ox) row[ox] = src[(ox % M) * static_cast<size_t>(t) + ox / M] + b;
               }
           }
         }
@@ -171,16 +167,14 @@ class Winograd final : public WinogradConv {
         for (int kk = 0; kk < k_; ++kk) {
           for (int s = 0; s < samples; ++s) {
             const float* plane = dy + (static_cast<size_t>(s0 + s) * k_ + kk) * oh_ * ow_;
-            for (int p = 0; p < M; ++p)
-              for (int q = 0; q < M; ++q) {
-                float* dst = g.data() + (p * M + q) * static_cast<size_t>(t) + s * per;
-                for (int ty = 0; ty < ty_; ++ty) {
-                  const int oy = ty * M + p;
-                  for (int tx = 0; tx < tx_; ++tx) {
-                    const int ox = tx * M + q;
-                    dst[ty * tx_ + tx] = (oy < oh_ && ox < ow_) ? plane[oy * ow_ + ox] : 0.0f;
-                  }
-                }
+            float* tiles = g.data() + s * per;
+            // Tile cells past the output's edge are zero.
+            for (int ty = 0; ty < ty_; ++ty)
+              for (int p = 0; p < M; ++p) {
+                float* dst = tiles + p * M * static_cast<size_t>(t) + ty * tx_;
+                const int oy = ty * M + p;
+                for (int ox = 0; ox < tx_ * M; ++ox)
+                  dst[(ox % M) * static_cast<size_t>(t) + ox / M] = (oy < oh_ && ox < ow_) ? plane[oy * ow_ + ox] : 0.0f;
               }
           }
           sandwich(Am.m, Am.m, g.data(), t, m_.data() + kk * static_cast<size_t>(t), kt, tmp.data(), t);
@@ -208,14 +202,12 @@ class Winograd final : public WinogradConv {
           sandwich(B.m, B.m, dv_.data() + ch * static_cast<size_t>(t), ct, d.data(), t, tmp.data(), t);
           for (int s = 0; s < samples; ++s) {
             std::fill(pad.begin(), pad.end(), 0.0f);
-            for (int i = 0; i < A; ++i)
-              for (int j = 0; j < A; ++j) {
-                const float* src = d.data() + (i * A + j) * static_cast<size_t>(t) + s * per;
-                for (int ty = 0; ty < ty_; ++ty) {
-                  float* row = pad.data() + static_cast<size_t>(ty * M + i) * pw2 + j;
-                  const float* tile = src + ty * tx_;
-                  for (int tx = 0; tx < tx_; ++tx) row[tx * M] += tile[tx];
-                }
+            for (int ty = 0; ty < ty_; ++ty)
+              for (int i = 0; i < A; ++i) {
+                float* row = pad.data() + static_cast<size_t>(ty * M + i) * pw2;
+                const float* src = d.data() + i * A * static_cast<size_t>(t) + s * per + ty * tx_;
+                for (int tx = 0; tx < tx_; ++tx)
+                  for (int j = 0; j < A; ++j) row[tx * M + j] += src[j * static_cast<size_t>(t) + tx];
               }
             float* plane = dx + (static_cast<size_t>(s0 + s) * c_ + ch) * h_ * w_;
             for (int yy = 0; yy < h_; ++yy) {
@@ -282,14 +274,12 @@ class Winograd final : public WinogradConv {
               std::memcpy(pad.data() + static_cast<size_t>(yy + ph_) * pw2 + pw_, plane + yy * w_,
                           sizeof(float) * count);
           }
-          for (int i = 0; i < A; ++i)
-            for (int j = 0; j < A; ++j) {
-              float* dst = d.data() + (i * A + j) * static_cast<size_t>(t) + s * per;
-              for (int ty = 0; ty < ty_; ++ty) {
-                const float* row = pad.data() + static_cast<size_t>(ty * M + i) * pw2 + j;
-                float* out = dst + ty * tx_;
-                for (int tx = 0; tx < tx_; ++tx) out[tx] = row[tx * M];
-              }
+          for (int ty = 0; ty < ty_; ++ty)
+            for (int i = 0; i < A; ++i) {
+              const float* row = pad.data() + static_cast<size_t>(ty * M + i) * pw2;
+              float* dst = d.data() + i * A * static_cast<size_t>(t) + s * per + ty * tx_;
+              for (int tx = 0; tx < tx_; ++tx)
+                for (int j = 0; j < A; ++j) dst[j * static_cast<size_t>(t) + tx] = row[tx * M + j];
             }
         }
         sandwich(Mat::BT, Mat::BT, d.data(), t, v + ch * static_cast<size_t>(t), ct, tmp.data(), t);
