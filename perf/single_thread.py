@@ -25,7 +25,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STEPS = {"mlp": 300, "lenet5": 150, "vgg_small": 25}
+STEPS = {"mlp": 600, "lenet5": 400, "vgg_small": 40}
 
 
 def run(cmd, env):
