@@ -40,6 +40,8 @@ const std::vector<JobKey>& job_schema() {
       {"schedule", "step_size", "0", "steps", "step: multiply the rate by gamma every step_size steps"},
       {"schedule", "gamma", "0.1", "factor", "step: decay factor"},
       {"schedule", "min_lr", "0", "learning rate", "cosine: rate reached at the last step"},
+      {"parallel", "plan", "", "path", "Plan file (JSON) giving each layer its ranks; empty: data parallel over all ranks. Relative to the job file's folder"},
+      {"parallel", "bucket_mb", "25", "MiB", "Gradient allreduce bucket size"},
       {"output", "metrics", "", "path", "Metrics JSON written at the end (relative to the working folder)"},
       {"output", "checkpoint", "", "path", "HDF5 checkpoint written at the end, atomically"},
   };
@@ -194,6 +196,9 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
     v.fail("schedule", "step_size", "must be >= 1 when type = step");
   c.schedule.gamma = v.number("schedule", "gamma", 0.0f, true);
   c.schedule.min_lr = v.number("schedule", "min_lr", 0.0f);
+
+  c.plan_path = resolve(base, v.str("parallel", "plan"));
+  c.bucket_bytes = static_cast<size_t>(v.number("parallel", "bucket_mb", 0.0f, true) * 1024.0f * 1024.0f);
 
   c.metrics_path = v.str("output", "metrics");
   c.checkpoint_path = v.str("output", "checkpoint");

@@ -32,8 +32,13 @@ void initialise(const ParamSpec& p, Tensor& t, uint64_t seed, const std::string&
 
 }  // namespace
 
-Model::Model(const ModelSpec& spec, int max_batch, uint64_t init_seed) : spec_(spec), max_batch_(max_batch) {
+Model::Model(const ModelSpec& spec, int max_batch, uint64_t init_seed)
+    : Model(spec, [max_batch](const std::string&) { return max_batch; }, init_seed) {
   BP_CHECK(max_batch >= 1, "model batch {} must be >= 1", max_batch);
+}
+
+Model::Model(const ModelSpec& spec, const std::function<int(const std::string&)>& capacity, uint64_t init_seed)
+    : spec_(spec) {
   spec_index_ = spec_.topological_order();
   const int n = static_cast<int>(spec_index_.size());
   std::vector<int> position(n);
@@ -104,6 +109,8 @@ Model::Model(const ModelSpec& spec, int max_batch, uint64_t init_seed) : spec_(s
   state_ = Tensor::zeros({static_cast<int>(nstate), 1, 1, 1});
   size_t po = 0, so = 0;
   for (int i = 0; i < n; ++i) {
+    param_ranges_.emplace_back(po, 0);
+    state_ranges_.emplace_back(so, 0);
     std::vector<Tensor> ps, gs, ss;
     const std::string& lname = layers_[i]->name();
     for (const auto& p : layers_[i]->param_specs()) {
@@ -120,6 +127,13 @@ Model::Model(const ModelSpec& spec, int max_batch, uint64_t init_seed) : spec_(s
       so += p.shape.count();
     }
     layers_[i]->bind(std::move(ps), std::move(gs), std::move(ss));
+    param_ranges_[i].second = po - param_ranges_[i].first;
+    state_ranges_[i].second = so - state_ranges_[i].first;
+  }
+  for (int i = 0; i < n; ++i) {
+    capacity_.push_back(capacity(layers_[i]->name()));
+    BP_CHECK(capacity_.back() >= 0, "layer '{}': negative capacity", layers_[i]->name());
+    max_batch_ = std::max(max_batch_, capacity_.back());
   }
   allocate_activations();
 }
@@ -128,28 +142,36 @@ Model::~Model() = default;
 
 void Model::allocate_activations() {
   const int n = size();
-  act_store_.resize(n);
-  grad_store_.resize(n);
+  act_store_.assign(n, Tensor());
+  grad_store_.assign(n, Tensor());
   for (int i = 0; i < n; ++i) {
-    Shape s = layers_[i]->is_loss() ? Shape{1, 1, 1, 1} : layers_[i]->output_shape().with_batch(max_batch_);
+    if (capacity_[i] == 0) continue;
+    Shape s = layers_[i]->is_loss() ? Shape{1, 1, 1, 1} : layers_[i]->output_shape().with_batch(capacity_[i]);
     act_store_[i] = Tensor::zeros(s);
     if (i != input_) grad_store_[i] = Tensor::zeros(s);
   }
   loss_seed_ = Tensor::zeros({1, 1, 1, 1});
   loss_seed_.fill(1.0f);
-  set_batch(max_batch_);
+  acts_.assign(n, Tensor());
+  act_grads_.assign(n, Tensor());
+  layer_batch_.assign(n, 0);
+  for (int i = 0; i < n; ++i) set_layer_batch(i, capacity_[i]);
+  batch_ = max_batch_;
+}
+
+void Model::set_layer_batch(int i, int n) {
+  BP_CHECK(n >= 0 && n <= capacity_[i], "layer '{}': batch {} outside 0..{}", layers_[i]->name(), n, capacity_[i]);
+  layer_batch_[i] = n;
+  if (capacity_[i] == 0) return;
+  Shape s = layers_[i]->is_loss() ? Shape{1, 1, 1, 1} : layers_[i]->output_shape().with_batch(n);
+  acts_[i] = act_store_[i].view(s);
+  act_grads_[i] = grad_store_[i].empty() ? Tensor() : grad_store_[i].view(s);
 }
 
 void Model::set_batch(int n) {
   BP_CHECK(n >= 1 && n <= max_batch_, "batch {} outside 1..{}", n, max_batch_);
   batch_ = n;
-  acts_.resize(size());
-  act_grads_.resize(size());
-  for (int i = 0; i < size(); ++i) {
-    Shape s = layers_[i]->is_loss() ? Shape{1, 1, 1, 1} : layers_[i]->output_shape().with_batch(n);
-    acts_[i] = act_store_[i].view(s);
-    act_grads_[i] = grad_store_[i].empty() ? Tensor() : grad_store_[i].view(s);
-  }
+  for (int i = 0; i < size(); ++i) set_layer_batch(i, std::min(n, capacity_[i]));
 }
 
 int Model::find(const std::string& name) const {

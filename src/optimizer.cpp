@@ -9,19 +9,23 @@ namespace burstpool {
 Sgd::Sgd(Model& model, SgdOptions options)
     : model_(model), options_(options), velocity_(Tensor::zeros(model.params().shape())) {}
 
-void Sgd::step(float lr) {
+void Sgd::step(float lr) { step(lr, {{0, model_.params().size()}}); }
+
+void Sgd::step(float lr, const std::vector<std::pair<size_t, size_t>>& ranges) {
   float* w = model_.params().data();
   const float* g = model_.grads().data();
   float* v = velocity_.data();
-  const size_t n = model_.params().size();
   const float mu = options_.momentum, wd = options_.weight_decay;
   const bool nesterov = options_.nesterov;
-#pragma omp parallel for simd if (parallel : cpu::worth_threads(n))
-  for (size_t i = 0; i < n; ++i) {
-    const float grad = g[i] + wd * w[i];
-    const float vel = mu * v[i] + grad;
-    v[i] = vel;
-    w[i] -= lr * (nesterov ? grad + mu * vel : vel);
+  for (const auto& [offset, count] : ranges) {
+    const size_t end = offset + count;
+#pragma omp parallel for simd if (parallel : cpu::worth_threads(count))
+    for (size_t i = offset; i < end; ++i) {
+      const float grad = g[i] + wd * w[i];
+      const float vel = mu * v[i] + grad;
+      v[i] = vel;
+      w[i] -= lr * (nesterov ? grad + mu * vel : vel);
+    }
   }
 }
 

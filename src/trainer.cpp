@@ -7,7 +7,11 @@
 #include <fstream>
 #include <memory>
 
+#include <mpi.h>
+
 #include "burstpool/checkpoint.hpp"
+#include "burstpool/executor.hpp"
+#include "burstpool/plan.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/model.hpp"
 #include "burstpool/model_io.hpp"
@@ -62,37 +66,50 @@ Data load_data(const JobConfig& job, const Model& model) {
   return d;
 }
 
-// Test-set accuracy and mean loss, in eval mode, in chunks of the model's batch.
-EvalPoint evaluate(Model& model, const Dataset& test, const JobConfig& job) {
-  std::vector<float> images(static_cast<size_t>(model.max_batch()) * test.sample.count());
-  std::vector<int32_t> labels(model.max_batch());
-  std::vector<uint32_t> idx(model.max_batch());
+// The samples of positions [slice.offset, slice.end()) of a batch given by indices.
+void gather_slice(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<float>& images,
+                  std::vector<int32_t>& labels) {
+  images.resize(static_cast<size_t>(std::max(slice.count, 1)) * data.sample.count());
+  labels.resize(std::max(slice.count, 1));
+  gather(data, indices + slice.offset, slice.count, images.data(), labels.data());
+}
+
+double sum_over_world(double local) {
+  double total = 0;
+  BP_MPI_CHECK(MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  return total;
+}
+
+// Test-set accuracy and mean loss, in eval mode, in batches of up to the
+// global batch, through the same plan as training.
+EvalPoint evaluate(Executor& exec, const Dataset& test, const JobConfig& job) {
+  Model& m = exec.model();
+  const int k = m.classes(), chunk = exec.plan().global_batch;
+  std::vector<uint32_t> idx(chunk);
+  std::vector<float> images, unused_images;
+  std::vector<int32_t> unused_labels, loss_labels;
   Context ctx;
   ctx.training = false;
   ctx.seed = job.seed;
   ctx.loss_scale = 1.0 / static_cast<double>(test.size());
-  size_t correct = 0;
-  double loss = 0;
-  const int k = model.classes();
-  for (size_t start = 0; start < test.size(); start += model.max_batch()) {
-    const int n = static_cast<int>(std::min<size_t>(model.max_batch(), test.size() - start));
+  double correct = 0, loss = 0;
+  for (size_t start = 0; start < test.size(); start += chunk) {
+    const int n = static_cast<int>(std::min<size_t>(chunk, test.size() - start));
     for (int i = 0; i < n; ++i) idx[i] = static_cast<uint32_t>(start + i);
-    gather(test, idx.data(), n, images.data(), labels.data());
-    model.set_batch(n);
-    model.load_batch(images.data());
-    ctx.labels = labels.data();
-    ctx.sample_offset = static_cast<int64_t>(start);
-    loss += model.forward(ctx);
-    const float* z = model.activation(model.logits_layer()).data();
-    for (int i = 0; i < n; ++i) {
+    gather_slice(test, idx.data(), exec.input_slice(n), images, unused_labels);
+    gather_slice(test, idx.data(), exec.loss_slice(n), unused_images, loss_labels);
+    loss += exec.forward(n, images.data(), loss_labels.data(), ctx);
+    const Slice ls = exec.logits_slice(n);
+    if (ls.count == 0) continue;
+    const float* z = m.activation(m.logits_layer()).data();
+    for (int i = 0; i < ls.count; ++i) {
       const float* row = z + static_cast<size_t>(i) * k;
-      correct += (std::max_element(row, row + k) - row) == labels[i];
+      correct += (std::max_element(row, row + k) - row) == test.labels[start + ls.offset + i];
     }
   }
-  model.set_batch(model.max_batch());
   EvalPoint p;
-  p.accuracy = static_cast<double>(correct) / static_cast<double>(test.size());
-  p.loss = loss;
+  p.accuracy = sum_over_world(correct) / static_cast<double>(test.size());
+  p.loss = sum_over_world(loss);
   return p;
 }
 
@@ -102,13 +119,30 @@ std::string eta(double seconds) {
   return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60) : fmt::format("{}m{:02}s", s / 60, s % 60);
 }
 
+Plan plan_for(const JobConfig& job, const ModelSpec& spec, int world_size) {
+  if (job.plan_path.empty()) return data_parallel_plan(spec, world_size, job.batch_size);
+  Plan plan = load_plan(job.plan_path);
+  if (plan.global_batch != job.batch_size)
+    throw Error(fmt::format("{}: the plan is for global batch {}, the job trains with batch {} (set --batch-size {})",
+                            job.plan_path, plan.global_batch, job.batch_size, plan.global_batch));
+  return plan;
+}
+
+// Every layer's parameters, state and momentum from the ranks that run it, on
+// every rank, then written by rank 0.
+void write_final_checkpoint(const JobConfig& job, Executor& exec, Sgd& sgd, int64_t steps) {
+  Model& m = exec.model();
+  exec.share_from_owners(m.params().data(), m.params().size(), false);
+  exec.share_from_owners(m.state().data(), m.state().size(), true);
+  exec.share_from_owners(sgd.velocity().data(), sgd.velocity().size(), false);
+  if (world().rank == 0) write_checkpoint(job.checkpoint_path, m, sgd, {steps, job.seed});
+}
+
 }  // namespace
 
 TrainResult train(const JobConfig& job) {
   const auto wall_start = Clock::now();
   const WorldInfo& w = world();
-  if (w.size > 1)
-    throw Error(fmt::format("'burstpool train' runs on one rank in this version; got {} ranks", w.size));
   TrainResult r;
   r.job = job.name;
   r.ranks = w.size;
@@ -117,7 +151,10 @@ TrainResult train(const JobConfig& job) {
 
   ModelSpec spec = load_model_spec(job.model_path);
   r.model = spec.name;
-  Model model(spec, job.batch_size, job.seed);
+  const Plan plan = plan_for(job, spec, w.size);
+  validate_plan(plan, spec, w.size);
+  Executor exec(spec, plan, MPI_COMM_WORLD, job.seed, job.bucket_bytes);
+  Model& model = exec.model();
   if (is_hdf5_path(job.model_path) && has_weights(job.model_path)) load_weights(job.model_path, model);
   Data data = load_data(job, model);
   BatchSampler sampler(data.train.size(), job.batch_size, job.seed);
@@ -128,11 +165,14 @@ TrainResult train(const JobConfig& job) {
   const int64_t eval_every = job.eval_every > 0 ? job.eval_every : sampler.steps_per_epoch();
   const bool chatty = w.rank == 0;
   if (chatty)
-    fmt::print("burstpool: job '{}', model '{}' ({} parameters), {} training samples, batch {}, {} steps, {} thread(s)\n",
-               job.name, spec.name, model.param_count(), data.train.size(), job.batch_size, total, r.threads);
+    fmt::print("burstpool: job '{}', model '{}' ({} parameters), {} training samples, global batch {}, {} steps, "
+               "{} rank(s) x {} thread(s), {}\n",
+               job.name, spec.name, model.param_count(), data.train.size(), job.batch_size, total, w.size, r.threads,
+               job.plan_path.empty() ? "data parallel" : "plan " + job.plan_path);
 
-  std::vector<float> images(static_cast<size_t>(job.batch_size) * data.train.sample.count());
-  std::vector<int32_t> labels(job.batch_size);
+  const Slice in_slice = exec.input_slice(job.batch_size), loss_slice = exec.loss_slice(job.batch_size);
+  std::vector<float> images, unused_images;
+  std::vector<int32_t> labels, unused_labels;
   Context ctx;
   ctx.seed = job.seed;
   ctx.loss_scale = 1.0 / job.batch_size;
@@ -142,22 +182,23 @@ TrainResult train(const JobConfig& job) {
   for (int64_t step = 0; step < total; ++step) {
     const auto t0 = Clock::now();
     const auto& idx = sampler.batch(step);
-    gather(data.train, idx.data(), job.batch_size, images.data(), labels.data());
-    model.load_batch(images.data());
+    gather_slice(data.train, idx.data(), in_slice, images, unused_labels);
+    gather_slice(data.train, idx.data(), loss_slice, unused_images, labels);
     ctx.step = step;
-    ctx.labels = labels.data();
-    const float loss = model.forward(ctx);
+    const double loss = exec.forward(job.batch_size, images.data(), labels.data(), ctx);
     if (!std::isfinite(loss))
       throw Error(fmt::format("training loss became {} at step {} (try a lower [optimizer] lr)", loss, step));
-    model.backward(ctx);
-    sgd.step(schedule.at(step));
+    exec.backward(ctx);
+    const auto t_opt = Clock::now();
+    sgd.step(schedule.at(step), exec.held_param_ranges());
+    exec.times().compute += seconds_since(t_opt);
     r.train_seconds += seconds_since(t0);
     window_loss += loss;
     ++window_steps;
 
     const bool last = step + 1 == total;
     if ((step + 1) % job.log_every == 0 || last) {
-      r.final_loss = window_loss / window_steps;
+      r.final_loss = sum_over_world(window_loss) / window_steps;
       const double rate = window_steps * job.batch_size / std::max(1e-9, seconds_since(window_start));
       if (chatty)
         fmt::print("step {}/{} | epoch {:.2f} | loss {:.4f} | {:.0f} samples/s | lr {:.4g} | ETA {}\n", step + 1,
@@ -170,7 +211,9 @@ TrainResult train(const JobConfig& job) {
     }
     if (data.has_test && ((step + 1) % eval_every == 0 || last)) {
       const auto e0 = Clock::now();
-      EvalPoint p = evaluate(model, data.test, job);
+      const TimeSplit before = exec.times();
+      EvalPoint p = evaluate(exec, data.test, job);
+      exec.times() = before;  // the time split covers training only
       p.step = step + 1;
       p.epoch = static_cast<double>(step + 1) / sampler.steps_per_epoch();
       r.evals.push_back(p);
@@ -188,13 +231,26 @@ TrainResult train(const JobConfig& job) {
   r.samples_per_second = total * job.batch_size / std::max(1e-9, r.train_seconds);
   r.forward_gflop_per_sample = model.forward_flops_per_sample() / 1e9;
   r.achieved_gflops = 3.0 * r.forward_gflop_per_sample * r.samples_per_second;
-  if (!job.checkpoint_path.empty()) write_checkpoint(job.checkpoint_path, model, sgd, {total, job.seed});
+  const TimeSplit& t = exec.times();
+  const double mine[4] = {t.compute, t.transfer, t.allreduce,
+                          std::max(0.0, r.train_seconds - t.compute - t.transfer - t.allreduce)};
+  std::vector<double> all(4 * w.size);
+  BP_MPI_CHECK(MPI_Gather(mine, 4, MPI_DOUBLE, all.data(), 4, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  for (int k = 0; k < w.size; ++k) r.per_rank.push_back({all[4 * k], all[4 * k + 1], all[4 * k + 2], all[4 * k + 3]});
+  if (!job.checkpoint_path.empty()) write_final_checkpoint(job, exec, sgd, total);
   r.wall_seconds = seconds_since(wall_start);
   return r;
 }
 
 nlohmann::json metrics_json(const TrainResult& r) {
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  nlohmann::json per_rank = nlohmann::json::array();
+  for (size_t k = 0; k < r.per_rank.size(); ++k)
+    per_rank.push_back({{"rank", k},
+                        {"compute_seconds", r.per_rank[k].compute},
+                        {"transfer_seconds", r.per_rank[k].transfer},
+                        {"allreduce_seconds", r.per_rank[k].allreduce},
+                        {"idle_seconds", r.per_rank[k].idle}});
   nlohmann::json evals = nlohmann::json::array();
   for (const EvalPoint& p : r.evals)
     evals.push_back({{"step", p.step}, {"epoch", p.epoch}, {"test_accuracy", p.accuracy}, {"test_loss", p.loss}});
@@ -213,7 +269,8 @@ nlohmann::json metrics_json(const TrainResult& r) {
           {"wall_seconds", r.wall_seconds},
           {"forward_gflop_per_sample", r.forward_gflop_per_sample},
           {"achieved_gflops", r.achieved_gflops},
-          {"evaluations", evals}};
+          {"evaluations", evals},
+          {"per_rank", per_rank}};
 }
 
 void write_json(const std::string& path, const nlohmann::json& j) {

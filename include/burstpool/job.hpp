@@ -50,6 +50,10 @@ struct JobConfig {
   SgdOptions sgd;
   LrSchedule schedule;
 
+  // [parallel]
+  std::string plan_path;            // empty: data parallel over every rank
+  size_t bucket_bytes = 25u << 20;  // gradient allreduce bucket
+
   // [output]
   std::string metrics_path, checkpoint_path;
 };

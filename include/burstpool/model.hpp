@@ -8,6 +8,7 @@
 // Context::loss_scale (1 / global batch), so adding them over ranks gives the
 // gradient of the mean loss over the global batch.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,7 +29,12 @@ struct NamedTensor {
 
 class Model {
  public:
+  // Every layer holds activations for up to max_batch samples.
   Model(const ModelSpec& spec, int max_batch, uint64_t init_seed);
+  // Layer `name` holds activations for up to capacity(name) samples; 0 means
+  // this rank does not run it (no activation memory; parameters still exist
+  // so every rank has the same flat layout).
+  Model(const ModelSpec& spec, const std::function<int(const std::string&)>& capacity, uint64_t init_seed);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -46,9 +52,18 @@ class Model {
   Shape sample_shape() const { return layers_[input_]->output_shape(); }
   int classes() const { return static_cast<int>(layers_[logits_layer()]->output_shape().per_sample()); }
 
-  int max_batch() const { return max_batch_; }
+  int max_batch() const { return max_batch_; }  // the largest layer capacity
   int batch() const { return batch_; }
-  void set_batch(int n);  // 0 < n <= max_batch; re-views activations, no allocation
+  void set_batch(int n);  // every layer: 0 < n <= its capacity; re-views activations, no allocation
+  int capacity(int i) const { return capacity_[i]; }
+  int layer_batch(int i) const { return layer_batch_[i]; }
+  void set_layer_batch(int i, int n);  // 0 <= n <= capacity(i)
+  // Whether backward of layer i adds into (true) or overwrites (false) the
+  // gradient of its input slot s: the first writer in backward order overwrites.
+  bool accumulates(int i, int s) const { return accumulate_[i][s]; }
+  // [offset, offset + count) of layer i's parameters in params()/grads().
+  std::pair<size_t, size_t> param_range(int i) const { return param_ranges_[i]; }
+  std::pair<size_t, size_t> state_range(int i) const { return state_ranges_[i]; }
 
   Tensor& activation(int i) { return acts_[i]; }
   Tensor& gradient(int i) { return act_grads_[i]; }  // empty for the input layer
@@ -78,6 +93,8 @@ class Model {
   std::vector<std::vector<bool>> accumulate_;  // per input slot: accumulate into its gradient
   int input_ = -1, loss_ = -1;
   int max_batch_ = 0, batch_ = 0;
+  std::vector<int> capacity_, layer_batch_;
+  std::vector<std::pair<size_t, size_t>> param_ranges_, state_ranges_;
   Tensor params_, grads_, state_;
   std::vector<NamedTensor> named_;
   std::vector<Tensor> act_store_, grad_store_;  // full-capacity buffers

@@ -5,6 +5,8 @@
 // and learning-rate schedules over training steps.
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "burstpool/model.hpp"
 
@@ -19,7 +21,10 @@ struct SgdOptions {
 class Sgd {
  public:
   Sgd(Model& model, SgdOptions options);
-  void step(float lr);  // applies the model's current gradients
+  void step(float lr);  // applies the model's current gradients to every parameter
+  // Only to parameters in [offset, offset + count) ranges: those of the layers
+  // this rank runs under a burst plan (others keep their initial values).
+  void step(float lr, const std::vector<std::pair<size_t, size_t>>& ranges);
   Tensor& velocity() { return velocity_; }  // same layout as Model::params()
   const SgdOptions& options() const { return options_; }
 

@@ -1,7 +1,7 @@
 #pragma once
-// Training a job: data, model, optimizer, evaluation, progress, metrics and the
-// final checkpoint. This is the one-rank loop; the burst-parallel executor
-// (runtime issue) slots in where `train_step` runs the model.
+// Training a job on every rank of MPI_COMM_WORLD: data, plan (data parallel
+// unless the job names one), executor, optimizer, evaluation, progress,
+// metrics and the final checkpoint. Collective: every rank calls it.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -19,6 +19,10 @@ struct EvalPoint {
   double accuracy = 0, loss = 0;
 };
 
+struct RankTimes {
+  double compute = 0, transfer = 0, allreduce = 0, idle = 0;  // seconds in training steps
+};
+
 struct TrainResult {
   std::string job, model;
   int ranks = 1, threads = 1, batch_size = 0;
@@ -31,6 +35,7 @@ struct TrainResult {
   double forward_gflop_per_sample = 0;    // model's forward FLOPs / 1e9
   double achieved_gflops = 0;             // 3 x forward FLOPs x samples / train_seconds
   std::vector<EvalPoint> evals;
+  std::vector<RankTimes> per_rank;  // on rank 0: every rank's time split
 };
 
 TrainResult train(const JobConfig& job);

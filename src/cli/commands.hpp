@@ -15,5 +15,6 @@ struct Command {
 Command add_train(CLI::App& app);
 Command add_convert(CLI::App& app);
 Command add_keys(CLI::App& app);
+Command add_plan(CLI::App& app);
 
 }  // namespace burstpool::cli

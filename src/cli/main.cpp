@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
   init_mpi(&argc, &argv);
   CLI::App app{"burstpool: burst-parallel, multiplexed DNN training over MPI"};
   app.require_subcommand(1);
-  const std::vector<cli::Command> commands = {cli::add_train(app), cli::add_convert(app), cli::add_keys(app)};
+  const std::vector<cli::Command> commands = {cli::add_train(app), cli::add_convert(app), cli::add_plan(app),
+                                              cli::add_keys(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help

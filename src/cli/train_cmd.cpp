@@ -1,6 +1,9 @@
 // burstpool train JOB.ini [--steps N] [--epochs E] [--batch-size B] [--seed S]
 //                         [--metrics FILE] [--checkpoint FILE] [--set section.key=value ...]
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
 
 #include "burstpool/job.hpp"
 #include "burstpool/runtime.hpp"
@@ -10,10 +13,17 @@
 namespace burstpool::cli {
 
 namespace {
+// Command-line paths are relative to the working folder; job-file paths to the job's folder.
+std::string absolute(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char cwd[4096];
+  return getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + path : path;
+}
+
 struct TrainArgs {
   std::string job;
   long long steps = -1, epochs = -1, batch = -1, seed = -1;
-  std::string metrics, checkpoint;
+  std::string metrics, checkpoint, plan;
   std::vector<std::string> sets;
 };
 }  // namespace
@@ -28,6 +38,7 @@ Command add_train(CLI::App& app) {
   sub->add_option("--seed", args->seed, "Seed (overrides [job] seed)");
   sub->add_option("--metrics", args->metrics, "Write metrics JSON here (overrides [output] metrics)");
   sub->add_option("--checkpoint", args->checkpoint, "Write an HDF5 checkpoint here (overrides [output] checkpoint)");
+  sub->add_option("--plan", args->plan, "Plan file (JSON) with each layer's ranks (overrides [parallel] plan)");
   sub->add_option("--set", args->sets, "Override any job key: section.key=value (repeatable)");
   return {sub, [args] {
             std::vector<std::string> overrides;
@@ -40,6 +51,7 @@ Command add_train(CLI::App& app) {
             flag(args->seed, "job.seed");
             if (!args->metrics.empty()) overrides.push_back("output.metrics=" + args->metrics);
             if (!args->checkpoint.empty()) overrides.push_back("output.checkpoint=" + args->checkpoint);
+            if (!args->plan.empty()) overrides.push_back("parallel.plan=" + absolute(args->plan));
             overrides.insert(overrides.end(), args->sets.begin(), args->sets.end());
             JobConfig job = load_job(args->job, overrides);
             TrainResult result = train(job);

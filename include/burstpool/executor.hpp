@@ -1,0 +1,92 @@
+#pragma once
+// The burst-parallel executor: runs any valid plan on the ranks of a
+// communicator. Every rank builds the whole model (parameters everywhere, so
+// the flat layout is the same on all ranks) but holds activations for, and
+// computes, only the layers the plan gives it, on its slice of the samples.
+//
+// Forward visits layers in topological order; before a layer whose rank set
+// differs from a producer's, the producer's activations move to the
+// consumer's slicing (comm/exchange). Backward reverses this with the
+// gradients, and each finished layer's parameter gradients join a bucketed,
+// non-blocking allreduce on that layer's rank group (comm/grad_sync). Every
+// rank walks every layer in the same order, so all point-to-point and
+// collective calls match without extra coordination.
+#include <mpi.h>
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "burstpool/layer.hpp"
+#include "burstpool/model.hpp"
+#include "burstpool/plan.hpp"
+
+namespace burstpool {
+
+class GroupCache;
+class GradientSync;
+
+struct TimeSplit {
+  double compute = 0;    // layer forward/backward and optimizer
+  double transfer = 0;   // slice redistribution
+  double allreduce = 0;  // waiting for gradient reductions and batch-norm statistics
+};
+
+class Executor {
+ public:
+  // Collective over `world`. `plan` must already be validated for this model
+  // and world size. bucket_bytes: gradient allreduce bucket size.
+  Executor(const ModelSpec& spec, const Plan& plan, MPI_Comm world, uint64_t init_seed, size_t bucket_bytes);
+  ~Executor();
+
+  Model& model() { return *model_; }
+  const Plan& plan() const { return plan_; }
+  int rank() const { return rank_; }
+  bool holds(int layer) const { return model_->capacity(layer) > 0; }
+  const RankSet& ranks_of(int layer) const { return sets_[layer]; }
+
+  // This rank's share of a batch of `batch` samples at the input layer (the
+  // images it must supply) and at the loss layer (the labels it must supply).
+  Slice input_slice(int batch) const;
+  Slice loss_slice(int batch) const;
+  Slice logits_slice(int batch) const;
+
+  // Forward over a batch of `batch` <= global batch samples. images: this
+  // rank's input slice; labels: its loss slice. ctx.loss_scale should be
+  // 1/batch. Returns this rank's part of the loss (0 if it holds no loss).
+  double forward(int batch, const float* images, const int32_t* labels, const Context& ctx);
+  // Backward of the last forward, then the gradient allreduce; after it every
+  // rank holds the global-batch gradient of the layers it runs.
+  void backward(const Context& ctx);
+
+  // Parameter ranges of the layers this rank runs (what its optimizer may update).
+  const std::vector<std::pair<size_t, size_t>>& held_param_ranges() const { return held_ranges_; }
+  // Copies each layer's values from the layer's first rank to every rank, for a
+  // buffer laid out like params() (ranges from Model::param_range) or like
+  // state() (Model::state_range). Collective over the world.
+  void share_from_owners(float* flat, size_t size, bool state_layout);
+
+  TimeSplit& times() { return times_; }
+  int buckets_last_step() const { return buckets_; }
+
+ private:
+  void exchange_forward(int layer, int slot, int batch);
+  void exchange_backward(int layer, int slot, int batch);
+  Context layer_context(int layer, const Context& base, double* allreduce_seconds) const;
+
+  Plan plan_;
+  std::unique_ptr<GroupCache> groups_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<GradientSync> sync_;
+  int rank_ = 0;
+  int batch_ = 0;  // of the last forward
+  const int32_t* labels_ = nullptr;
+  std::vector<RankSet> sets_;                    // rank set per layer (topological position)
+  std::vector<std::vector<bool>> direct_;        // input slot shares the producer's slicing
+  std::vector<std::vector<Tensor>> in_, in_grad_;  // per non-direct slot: input in this layer's slicing
+  std::vector<std::pair<size_t, size_t>> held_ranges_;
+  TimeSplit times_;
+  int buckets_ = 0;
+};
+
+}  // namespace burstpool

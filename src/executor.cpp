@@ -1,0 +1,248 @@
+#include "burstpool/executor.hpp"
+
+#include <chrono>
+#include <cstring>
+
+#include "../comm/communicator.hpp"
+#include "../comm/exchange.hpp"
+#include "../comm/grad_sync.hpp"
+#include "burstpool/error.hpp"
+
+namespace burstpool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Point-to-point tags: one per (layer, input slot, direction).
+constexpr int kMaxSlots = 64;
+int tag_of(int layer, int slot, bool backward) { return (layer * kMaxSlots + slot) * 2 + (backward ? 1 : 0); }
+
+}  // namespace
+
+Executor::Executor(const ModelSpec& spec, const Plan& plan, MPI_Comm world, uint64_t init_seed, size_t bucket_bytes)
+    : plan_(plan) {
+  MPI_Comm_rank(world, &rank_);
+  groups_ = std::make_unique<GroupCache>(world, plan_.layer_ranks);
+  const int batch = plan_.global_batch;
+  model_ = std::make_unique<Model>(
+      spec, [&](const std::string& name) { return Plan::slice_of(plan_.ranks_of(name), rank_, batch).count; },
+      init_seed);
+  Model& m = *model_;
+  const int n = m.size();
+  sets_.resize(n);
+  for (int i = 0; i < n; ++i) sets_[i] = plan_.ranks_of(m.layer(i).name());
+  direct_.resize(n);
+  in_.resize(n);
+  in_grad_.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const auto& inputs = m.inputs(i);
+    BP_CHECK(inputs.size() <= static_cast<size_t>(kMaxSlots), "layer '{}' has more than {} inputs", m.layer(i).name(),
+             kMaxSlots);
+    for (size_t s = 0; s < inputs.size(); ++s) {
+      const int p = inputs[s];
+      direct_[i].push_back(sets_[p] == sets_[i]);
+      Tensor buffer, grad;
+      if (!direct_[i][s] && holds(i)) {
+        const Shape shape = m.layer(p).output_shape().with_batch(m.capacity(i));
+        buffer = Tensor::zeros(shape);
+        if (p != m.input_layer()) grad = Tensor::zeros(shape);
+      }
+      in_[i].push_back(buffer);
+      in_grad_[i].push_back(grad);
+    }
+    if (holds(i) && m.param_range(i).second > 0) held_ranges_.push_back(m.param_range(i));
+  }
+  sync_ = std::make_unique<GradientSync>(m.grads().data(), bucket_bytes);
+}
+
+Executor::~Executor() = default;
+
+Slice Executor::input_slice(int batch) const { return Plan::slice_of(sets_[model_->input_layer()], rank_, batch); }
+Slice Executor::loss_slice(int batch) const { return Plan::slice_of(sets_[model_->loss_layer()], rank_, batch); }
+Slice Executor::logits_slice(int batch) const { return Plan::slice_of(sets_[model_->logits_layer()], rank_, batch); }
+
+Context Executor::layer_context(int layer, const Context& base, double* allreduce_seconds) const {
+  Context ctx = base;
+  ctx.sample_offset = Plan::slice_of(sets_[layer], rank_, batch_).offset;
+  ctx.labels = labels_;
+  const Communicator& group = groups_->group(sets_[layer]);
+  if (group.size() > 1)
+    ctx.sum_over_group = [&group, allreduce_seconds](double* v, size_t count) {
+      const auto t0 = Clock::now();
+      group.sum(v, count);
+      *allreduce_seconds += since(t0);
+    };
+  return ctx;
+}
+
+double Executor::forward(int batch, const float* images, const int32_t* labels, const Context& base) {
+  BP_CHECK(batch >= 1 && batch <= plan_.global_batch, "batch {} outside 1..{}", batch, plan_.global_batch);
+  Model& m = *model_;
+  batch_ = batch;
+  labels_ = labels;
+  for (int i = 0; i < m.size(); ++i) m.set_layer_batch(i, Plan::slice_of(sets_[i], rank_, batch).count);
+  if (holds(m.input_layer()) && m.layer_batch(m.input_layer()) > 0) m.load_batch(images);
+  double loss = 0;
+  for (int i = 0; i < m.size(); ++i) {
+    for (size_t s = 0; s < m.inputs(i).size(); ++s)
+      if (!direct_[i][s]) exchange_forward(i, static_cast<int>(s), batch);
+    if (!holds(i) || m.layer_batch(i) == 0 || i == m.input_layer()) continue;
+    std::vector<const Tensor*> in;
+    std::vector<Tensor> views;
+    views.reserve(m.inputs(i).size());
+    for (size_t s = 0; s < m.inputs(i).size(); ++s) {
+      const int p = m.inputs(i)[s];
+      if (direct_[i][s]) {
+        in.push_back(&m.activation(p));
+      } else {
+        views.push_back(in_[i][s].view(m.layer(p).output_shape().with_batch(m.layer_batch(i))));
+        in.push_back(&views.back());
+      }
+    }
+    double reduce_seconds = 0;
+    const Context ctx = layer_context(i, base, &reduce_seconds);
+    const auto t0 = Clock::now();
+    m.layer(i).forward(in, m.activation(i), ctx);
+    times_.compute += since(t0) - reduce_seconds;
+    times_.allreduce += reduce_seconds;
+    if (i == m.loss_layer()) loss = m.activation(i).data()[0];
+  }
+  return loss;
+}
+
+void Executor::backward(const Context& base) {
+  Model& m = *model_;
+  static const Tensor kLossSeed = [] {
+    Tensor t = Tensor::zeros({1, 1, 1, 1});
+    t.fill(1.0f);
+    return t;
+  }();
+  for (int i = m.size() - 1; i >= 0; --i) {
+    if (holds(i) && m.layer_batch(i) > 0 && i != m.input_layer()) {
+      std::vector<const Tensor*> in;
+      std::vector<GradSlot> slots;
+      std::vector<Tensor> views, grad_views;
+      views.reserve(m.inputs(i).size());
+      grad_views.reserve(m.inputs(i).size());
+      for (size_t s = 0; s < m.inputs(i).size(); ++s) {
+        const int p = m.inputs(i)[s];
+        const bool data = p == m.input_layer();
+        if (direct_[i][s]) {
+          in.push_back(&m.activation(p));
+          slots.push_back({data ? nullptr : &m.gradient(p), m.accumulates(i, static_cast<int>(s))});
+        } else {
+          const Shape shape = m.layer(p).output_shape().with_batch(m.layer_batch(i));
+          views.push_back(in_[i][s].view(shape));
+          in.push_back(&views.back());
+          if (data) {
+            slots.push_back({nullptr, false});
+          } else {
+            grad_views.push_back(in_grad_[i][s].view(shape));
+            slots.push_back({&grad_views.back(), false});  // sent back, then overwritten or added there
+          }
+        }
+      }
+      double reduce_seconds = 0;
+      const Context ctx = layer_context(i, base, &reduce_seconds);
+      const Tensor& dout = i == m.loss_layer() ? kLossSeed : m.gradient(i);
+      const auto t0 = Clock::now();
+      m.layer(i).backward(in, m.activation(i), dout, slots, ctx);
+      times_.compute += since(t0) - reduce_seconds;
+      times_.allreduce += reduce_seconds;
+      const auto [offset, count] = m.param_range(i);
+      sync_->layer_ready(offset, count, groups_->group(sets_[i]));
+    }
+    for (size_t s = 0; s < m.inputs(i).size(); ++s)
+      if (!direct_[i][s] && m.inputs(i)[s] != m.input_layer()) exchange_backward(i, static_cast<int>(s), batch_);
+    const auto t1 = Clock::now();
+    sync_->progress();
+    times_.allreduce += since(t1);
+  }
+  const int before = sync_->buckets_started();
+  times_.allreduce += sync_->finish();
+  buckets_ = sync_->buckets_started() - before;
+}
+
+// Producer activations (its slicing) -> this layer's input buffer (its slicing).
+void Executor::exchange_forward(int layer, int slot, int batch) {
+  Model& m = *model_;
+  const int p = m.inputs(layer)[slot];
+  const size_t per = m.layer(p).output_shape().per_sample();
+  const Slice mine_p = Plan::slice_of(sets_[p], rank_, batch), mine_c = Plan::slice_of(sets_[layer], rank_, batch);
+  const auto t0 = Clock::now();
+  std::vector<MPI_Request> requests;
+  MPI_Comm world = groups_->world();
+  for (const Piece& piece : overlap_pieces(sets_[p], sets_[layer], batch)) {
+    if (piece.from != rank_ && piece.to != rank_) continue;
+    const int n = static_cast<int>(piece.count * per);
+    float* src = piece.from == rank_ ? m.activation(p).data() + (piece.offset - mine_p.offset) * per : nullptr;
+    float* dst = piece.to == rank_ ? in_[layer][slot].data() + (piece.offset - mine_c.offset) * per : nullptr;
+    MPI_Request r;
+    if (src && dst) {
+      std::memcpy(dst, src, sizeof(float) * n);
+    } else if (src) {
+      BP_MPI_CHECK(MPI_Isend(src, n, MPI_FLOAT, piece.to, tag_of(layer, slot, false), world, &r));
+      requests.push_back(r);
+    } else {
+      BP_MPI_CHECK(MPI_Irecv(dst, n, MPI_FLOAT, piece.from, tag_of(layer, slot, false), world, &r));
+      requests.push_back(r);
+    }
+  }
+  if (!requests.empty())
+    BP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+  times_.transfer += since(t0);
+}
+
+// This layer's input gradient (its slicing) -> the producer's gradient (its
+// slicing), overwriting or adding as the model's gradient contract says.
+void Executor::exchange_backward(int layer, int slot, int batch) {
+  Model& m = *model_;
+  const int p = m.inputs(layer)[slot];
+  const size_t per = m.layer(p).output_shape().per_sample();
+  const bool accumulate = m.accumulates(layer, slot);
+  const Slice mine_p = Plan::slice_of(sets_[p], rank_, batch), mine_c = Plan::slice_of(sets_[layer], rank_, batch);
+  const auto t0 = Clock::now();
+  std::vector<MPI_Request> requests;
+  std::vector<std::pair<float*, std::vector<float>>> received;  // destination, data
+  MPI_Comm world = groups_->world();
+  const auto pieces = overlap_pieces(sets_[p], sets_[layer], batch);
+  received.reserve(pieces.size());
+  for (const Piece& piece : pieces) {
+    if (piece.from != rank_ && piece.to != rank_) continue;
+    const int n = static_cast<int>(piece.count * per);
+    // Reversed roles: the consumer (piece.to) sends its gradient to the producer (piece.from).
+    float* src = piece.to == rank_ ? in_grad_[layer][slot].data() + (piece.offset - mine_c.offset) * per : nullptr;
+    float* dst = piece.from == rank_ ? m.gradient(p).data() + (piece.offset - mine_p.offset) * per : nullptr;
+    MPI_Request r;
+    if (src && dst) {
+      for (int k = 0; k < n; ++k) dst[k] = accumulate ? dst[k] + src[k] : src[k];
+    } else if (src) {
+      BP_MPI_CHECK(MPI_Isend(src, n, MPI_FLOAT, piece.from, tag_of(layer, slot, true), world, &r));
+      requests.push_back(r);
+    } else {
+      received.emplace_back(dst, std::vector<float>(n));
+      BP_MPI_CHECK(MPI_Irecv(received.back().second.data(), n, MPI_FLOAT, piece.to, tag_of(layer, slot, true), world, &r));
+      requests.push_back(r);
+    }
+  }
+  if (!requests.empty())
+    BP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+  for (auto& [dst, data] : received)
+    for (size_t k = 0; k < data.size(); ++k) dst[k] = accumulate ? dst[k] + data[k] : data[k];
+  times_.transfer += since(t0);
+}
+
+void Executor::share_from_owners(float* flat, size_t size, bool state_layout) {
+  Model& m = *model_;
+  std::vector<float> mine(size, 0.0f);
+  for (int i = 0; i < m.size(); ++i) {
+    if (sets_[i].front() != rank_) continue;
+    const auto [offset, count] = state_layout ? m.state_range(i) : m.param_range(i);
+    std::copy(flat + offset, flat + offset + count, mine.begin() + offset);
+  }
+  if (size > 0)
+    BP_MPI_CHECK(MPI_Allreduce(mine.data(), flat, static_cast<int>(size), MPI_FLOAT, MPI_SUM, groups_->world()));
+}
+
+}  // namespace burstpool

@@ -1,0 +1,130 @@
+#include "burstpool/plan.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "burstpool/error.hpp"
+
+namespace burstpool {
+
+Slice even_slice(int batch, int parts, int index) {
+  BP_CHECK(parts >= 1 && index >= 0 && index < parts, "slice {} of {}", index, parts);
+  const int base = batch / parts, extra = batch % parts;
+  return {index * base + std::min(index, extra), base + (index < extra ? 1 : 0)};
+}
+
+const RankSet& Plan::ranks_of(const std::string& name) const {
+  for (size_t i = 0; i < layer_names.size(); ++i)
+    if (layer_names[i] == name) return layer_ranks[i];
+  throw Error(fmt::format("{}: the plan has no entry for layer '{}'", source, name));
+}
+
+int Plan::position(const RankSet& set, int rank) {
+  auto it = std::find(set.begin(), set.end(), rank);
+  return it == set.end() ? -1 : static_cast<int>(it - set.begin());
+}
+
+Slice Plan::slice_of(const RankSet& set, int rank, int batch) {
+  const int pos = position(set, rank);
+  if (pos < 0) return {0, 0};
+  return even_slice(batch, static_cast<int>(set.size()), pos);
+}
+
+Plan data_parallel_plan(const ModelSpec& model, int ranks, int global_batch) {
+  if (ranks < 1) throw Error(fmt::format("--ranks {} must be >= 1", ranks));
+  if (global_batch < ranks)
+    throw Error(fmt::format("global batch {} is smaller than the rank count {}", global_batch, ranks));
+  Plan p;
+  p.global_batch = global_batch;
+  p.ranks = ranks;
+  p.source = "data-parallel plan";
+  RankSet all(ranks);
+  for (int r = 0; r < ranks; ++r) all[r] = r;
+  for (const LayerSpec& l : model.layers) {
+    p.layer_names.push_back(l.name);
+    p.layer_ranks.push_back(all);
+  }
+  return p;
+}
+
+Plan load_plan(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("{}: cannot open plan file", path));
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(fmt::format("{}: not valid JSON (byte {})", path, e.byte));
+  }
+  Plan p;
+  p.source = path;
+  auto need_int = [&](const nlohmann::json& obj, const char* key, const std::string& where) {
+    if (!obj.is_object() || !obj.contains(key) || !obj[key].is_number_integer())
+      throw Error(fmt::format("{}: {} needs an integer \"{}\"", path, where, key));
+    return obj[key].get<int>();
+  };
+  p.global_batch = need_int(j, "global_batch", "the plan");
+  p.ranks = need_int(j, "ranks", "the plan");
+  if (!j.contains("layers") || !j["layers"].is_array())
+    throw Error(fmt::format("{}: the plan needs a \"layers\" array", path));
+  for (const auto& entry : j["layers"]) {
+    if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string())
+      throw Error(fmt::format("{}: every layer entry needs a \"name\" string", path));
+    const std::string name = entry["name"];
+    if (!entry.contains("ranks") || !entry["ranks"].is_array())
+      throw Error(fmt::format("{}: layer '{}' needs a \"ranks\" array", path, name));
+    RankSet set;
+    for (const auto& r : entry["ranks"]) {
+      if (!r.is_number_integer()) throw Error(fmt::format("{}: layer '{}' has a non-integer rank", path, name));
+      set.push_back(r.get<int>());
+    }
+    p.layer_names.push_back(name);
+    p.layer_ranks.push_back(set);
+  }
+  return p;
+}
+
+void save_plan(const Plan& plan, const std::string& path) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (size_t i = 0; i < plan.layer_names.size(); ++i)
+    layers.push_back({{"name", plan.layer_names[i]}, {"ranks", plan.layer_ranks[i]}});
+  nlohmann::json j = {{"global_batch", plan.global_batch}, {"ranks", plan.ranks}, {"layers", layers}};
+  std::ofstream out(path);
+  if (!out) throw Error(fmt::format("{}: cannot write plan file", path));
+  out << j.dump(2) << "\n";
+  if (!out.flush()) throw Error(fmt::format("{}: write failed", path));
+}
+
+void validate_plan(const Plan& plan, const ModelSpec& model, int world_size) {
+  const std::string& f = plan.source;
+  if (plan.ranks != world_size)
+    throw Error(fmt::format("{}: the plan is for {} ranks but {} are running", f, plan.ranks, world_size));
+  if (plan.global_batch < 1) throw Error(fmt::format("{}: global_batch {} must be >= 1", f, plan.global_batch));
+  std::set<std::string> seen;
+  for (size_t i = 0; i < plan.layer_names.size(); ++i) {
+    const std::string& name = plan.layer_names[i];
+    if (model.find(name) < 0)
+      throw Error(fmt::format("{}: layer '{}' is not in model '{}'", f, name, model.name));
+    if (!seen.insert(name).second) throw Error(fmt::format("{}: layer '{}' is listed twice", f, name));
+    const RankSet& set = plan.layer_ranks[i];
+    if (set.empty()) throw Error(fmt::format("{}: layer '{}' has no ranks", f, name));
+    std::set<int> distinct;
+    for (int r : set) {
+      if (r < 0 || r >= plan.ranks)
+        throw Error(fmt::format("{}: layer '{}' names rank {}, outside 0..{}", f, name, r, plan.ranks - 1));
+      if (!distinct.insert(r).second) throw Error(fmt::format("{}: layer '{}' lists rank {} twice", f, name, r));
+    }
+    if (!std::is_sorted(set.begin(), set.end()))
+      throw Error(fmt::format("{}: layer '{}' must list its ranks in ascending order", f, name));
+    if (plan.global_batch < static_cast<int>(set.size()))
+      throw Error(fmt::format("{}: global batch {} is smaller than layer '{}''s {} ranks", f, plan.global_batch, name,
+                              set.size()));
+  }
+  for (const LayerSpec& l : model.layers)
+    if (!seen.count(l.name)) throw Error(fmt::format("{}: layer '{}' of model '{}' has no entry", f, l.name, model.name));
+}
+
+}  // namespace burstpool

@@ -1,0 +1,217 @@
+// N ranks against 1 rank: training a few steps under any plan must give the
+// parameters (and batch-norm statistics) of one rank training the same global
+// batch. Tolerance: |a - b| <= 2e-5 + 1e-4 |b| per value after 3 SGD steps;
+// the only differences are float summation orders (slice-wise GEMMs, the
+// allreduce, batch-norm sums).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+
+#include "burstpool/executor.hpp"
+#include "burstpool/model_io.hpp"
+#include "burstpool/optimizer.hpp"
+#include "kernels.hpp"
+
+namespace burstpool {
+namespace {
+
+// Residual join (add) and channel join (concat) whose inputs can live on
+// different rank sets, batch norm (group statistics) and dropout (masks by
+// global sample index).
+const char* kModel = R"(
+[data]
+type = input
+shape = 2,6,6
+[stem]
+type = conv2d
+inputs = data
+out_channels = 4
+kernel = 3
+padding = 1
+[bn]
+type = batchnorm2d
+inputs = stem
+[relu]
+type = relu
+inputs = bn
+[conv_a]
+type = conv2d
+inputs = relu
+out_channels = 4
+kernel = 3
+padding = 1
+[res]
+type = add
+inputs = conv_a, relu
+[pool_b]
+type = maxpool2d
+inputs = relu
+kernel = 3
+stride = 1
+padding = 1
+[join]
+type = concat
+inputs = res, pool_b
+[gap]
+type = global_avgpool
+inputs = join
+[drop]
+type = dropout
+inputs = gap
+p = 0.25
+[fc]
+type = linear
+inputs = drop
+out_features = 5
+[loss]
+type = softmax_cross_entropy
+inputs = fc
+)";
+
+constexpr int kBatch = 7;  // divides by none of 2, 3, 4
+constexpr int kSteps = 3;
+
+int world_rank() {
+  int r;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int n;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+struct Batch {
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+};
+
+Batch batch_of_step(const Model& m, int step) {
+  Batch b;
+  const size_t per = m.sample_shape().count();
+  b.images.resize(kBatch * per);
+  for (size_t i = 0; i < b.images.size(); ++i) b.images[i] = 2 * cpu::uniform01(cpu::mix64(step) + i) - 1;
+  for (int i = 0; i < kBatch; ++i) b.labels.push_back(static_cast<int32_t>(cpu::mix64(step * 100 + i) % 5));
+  return b;
+}
+
+// Trains kSteps on `comm` under `plan`; returns every parameter and state
+// value as the layers' owners hold them.
+std::vector<float> train(const ModelSpec& spec, const Plan& plan, MPI_Comm comm) {
+  Executor exec(spec, plan, comm, 42, 64);  // tiny buckets: many reductions
+  Model& m = exec.model();
+  Sgd sgd(m, {0.9f, true, 0.01f});
+  Context ctx;
+  ctx.seed = 5;
+  ctx.loss_scale = 1.0 / kBatch;
+  for (int step = 0; step < kSteps; ++step) {
+    Batch b = batch_of_step(m, step);
+    const Slice in = exec.input_slice(kBatch), ls = exec.loss_slice(kBatch);
+    ctx.step = step;
+    exec.forward(kBatch, b.images.data() + in.offset * m.sample_shape().count(), b.labels.data() + ls.offset, ctx);
+    exec.backward(ctx);
+    sgd.step(0.1f, exec.held_param_ranges());
+  }
+  exec.share_from_owners(m.params().data(), m.params().size(), false);
+  exec.share_from_owners(m.state().data(), m.state().size(), true);
+  std::vector<float> out(m.params().data(), m.params().data() + m.params().size());
+  out.insert(out.end(), m.state().data(), m.state().data() + m.state().size());
+  return out;
+}
+
+Plan plan_from(const ModelSpec& spec, const std::map<std::string, RankSet>& sets) {
+  Plan p = data_parallel_plan(spec, world_size(), kBatch);
+  p.source = "test plan";
+  for (size_t i = 0; i < p.layer_names.size(); ++i) {
+    auto it = sets.find(p.layer_names[i]);
+    if (it != sets.end()) p.layer_ranks[i] = it->second;
+  }
+  validate_plan(p, spec, world_size());
+  return p;
+}
+
+void expect_same_as_one_rank(const Plan& plan) {
+  ModelSpec spec = parse_model_ini(kModel, "equivalence.ini");
+  const std::vector<float> reference = train(spec, data_parallel_plan(spec, 1, kBatch), MPI_COMM_SELF);
+  const std::vector<float> parallel = train(spec, plan, MPI_COMM_WORLD);
+  ASSERT_EQ(reference.size(), parallel.size());
+  int bad = 0;
+  double worst = 0;
+  for (size_t i = 0; i < reference.size(); ++i) {
+    const double diff = std::fabs(parallel[i] - reference[i]);
+    worst = std::max(worst, diff);
+    if (diff > 2e-5 + 1e-4 * std::fabs(reference[i]) && bad++ < 5)
+      ADD_FAILURE() << "rank " << world_rank() << " value " << i << ": " << parallel[i] << " vs one rank "
+                    << reference[i];
+  }
+  EXPECT_EQ(bad, 0) << "largest difference " << worst;
+  // The run must have changed the parameters, or the comparison proves nothing.
+  ModelSpec again = parse_model_ini(kModel, "equivalence.ini");
+  Model fresh(again, 1, 42);
+  double moved = 0;
+  for (size_t i = 0; i < fresh.params().size(); ++i) moved += std::fabs(fresh.params().data()[i] - reference[i]);
+  EXPECT_GT(moved, 1e-2);
+}
+
+RankSet all_ranks() {
+  RankSet s(world_size());
+  for (int r = 0; r < world_size(); ++r) s[r] = r;
+  return s;
+}
+RankSet tail_ranks() {  // 1..N-1: not a prefix
+  RankSet s = all_ranks();
+  s.erase(s.begin());
+  return s;
+}
+int last() { return world_size() - 1; }
+
+TEST(Equivalence, DataParallel) {
+  ModelSpec spec = parse_model_ini(kModel, "equivalence.ini");
+  expect_same_as_one_rank(plan_from(spec, {}));
+}
+
+// Non-prefix sets, layers on one rank, and joins whose inputs live on
+// different sets: res = conv_a (last rank) + relu (all); join = res (1..N-1)
+// and pool_b (rank 0).
+TEST(Equivalence, BurstPlanWithSplitJoins) {
+  ModelSpec spec = parse_model_ini(kModel, "equivalence.ini");
+  expect_same_as_one_rank(plan_from(spec, {{"bn", {0}},
+                                           {"relu", {0}},
+                                           {"conv_a", {last()}},
+                                           {"res", tail_ranks()},
+                                           {"pool_b", {0}},
+                                           {"join", all_ranks()},
+                                           {"gap", {last()}},
+                                           {"drop", {0, last()}},
+                                           {"fc", tail_ranks()},
+                                           {"loss", {0}}}));
+}
+
+// The trunk (relu) on every rank feeds branches on fewer ranks, so gradient
+// slices coming back both stay on a rank (copied or added locally) and cross
+// ranks, and several consumers add into one gradient.
+TEST(Equivalence, BranchesOnSubsetsOfTheTrunk) {
+  ModelSpec spec = parse_model_ini(kModel, "equivalence.ini");
+  expect_same_as_one_rank(plan_from(spec, {{"conv_a", {last()}},
+                                           {"res", tail_ranks()},
+                                           {"pool_b", {0}},
+                                           {"join", {0, last()}},
+                                           {"fc", {last()}},
+                                           {"loss", all_ranks()}}));
+}
+
+// Ranks 1..N-1 hold no layer from bn to gap, then take over the head.
+TEST(Equivalence, RanksIdleForAStretch) {
+  ModelSpec spec = parse_model_ini(kModel, "equivalence.ini");
+  std::map<std::string, RankSet> sets;
+  for (const char* l : {"bn", "relu", "conv_a", "res", "pool_b", "join", "gap"}) sets[l] = {0};
+  sets["drop"] = tail_ranks();
+  sets["fc"] = tail_ranks();
+  sets["loss"] = tail_ranks();
+  expect_same_as_one_rank(plan_from(spec, sets));
+}
+
+}  // namespace
+}  // namespace burstpool
