@@ -54,6 +54,7 @@ Executor::Executor(const ModelSpec& spec, const Plan& plan, MPI_Comm world, uint
     if (holds(i) && m.param_range(i).second > 0) held_ranges_.push_back(m.param_range(i));
   }
   sync_ = std::make_unique<GradientSync>(m.grads().data(), bucket_bytes);
+  layer_times_.resize(n);
 }
 
 Executor::~Executor() = default;
@@ -106,6 +107,7 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
     m.layer(i).forward(in, m.activation(i), ctx);
     times_.compute += since(t0) - reduce_seconds;
     times_.allreduce += reduce_seconds;
+    layer_times_[i].allreduce += reduce_seconds;
     if (i == m.loss_layer()) loss = m.activation(i).data()[0];
   }
   return loss;
@@ -150,8 +152,14 @@ void Executor::backward(const Context& base) {
       m.layer(i).backward(in, m.activation(i), dout, slots, ctx);
       times_.compute += since(t0) - reduce_seconds;
       times_.allreduce += reduce_seconds;
+      layer_times_[i].allreduce += reduce_seconds;
       const auto [offset, count] = m.param_range(i);
       sync_->layer_ready(offset, count, groups_->group(sets_[i]));
+      if (per_layer_allreduce_) {
+        const double waited = sync_->finish();
+        times_.allreduce += waited;
+        layer_times_[i].allreduce += waited;
+      }
     }
     for (size_t s = 0; s < m.inputs(i).size(); ++s)
       if (!direct_[i][s] && m.inputs(i)[s] != m.input_layer()) exchange_backward(i, static_cast<int>(s), batch_);
@@ -192,6 +200,7 @@ void Executor::exchange_forward(int layer, int slot, int batch) {
   if (!requests.empty())
     BP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
   times_.transfer += since(t0);
+  layer_times_[layer].transfer += since(t0);
 }
 
 // This layer's input gradient (its slicing) -> the producer's gradient (its
@@ -231,6 +240,7 @@ void Executor::exchange_backward(int layer, int slot, int batch) {
   for (auto& [dst, data] : received)
     for (size_t k = 0; k < data.size(); ++k) dst[k] = accumulate ? dst[k] + data[k] : data[k];
   times_.transfer += since(t0);
+  layer_times_[layer].transfer += since(t0);
 }
 
 void Executor::share_from_owners(float* flat, size_t size, bool state_layout) {

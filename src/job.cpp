@@ -42,6 +42,7 @@ const std::vector<JobKey>& job_schema() {
       {"schedule", "min_lr", "0", "learning rate", "cosine: rate reached at the last step"},
       {"parallel", "plan", "", "path", "Plan file (JSON) giving each layer its ranks; empty: data parallel over all ranks. Relative to the job file's folder"},
       {"parallel", "bucket_mb", "25", "MiB", "Gradient allreduce bucket size"},
+      {"parallel", "layer_timing", "false", "boolean", "Report transfer and allreduce seconds per layer in the metrics; each layer's gradient allreduce then runs on its own, without overlap"},
       {"output", "metrics", "", "path", "Metrics JSON written at the end (relative to the working folder)"},
       {"output", "checkpoint", "", "path", "HDF5 checkpoint written at the end, atomically"},
   };
@@ -199,6 +200,7 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
 
   c.plan_path = resolve(base, v.str("parallel", "plan"));
   c.bucket_bytes = static_cast<size_t>(v.number("parallel", "bucket_mb", 0.0f, true) * 1024.0f * 1024.0f);
+  c.layer_timing = v.boolean("parallel", "layer_timing");
 
   c.metrics_path = v.str("output", "metrics");
   c.checkpoint_path = v.str("output", "checkpoint");

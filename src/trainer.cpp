@@ -154,6 +154,7 @@ TrainResult train(const JobConfig& job) {
   const Plan plan = plan_for(job, spec, w.size);
   validate_plan(plan, spec, w.size);
   Executor exec(spec, plan, MPI_COMM_WORLD, job.seed, job.bucket_bytes);
+  exec.set_per_layer_allreduce(job.layer_timing);
   Model& model = exec.model();
   if (is_hdf5_path(job.model_path) && has_weights(job.model_path)) load_weights(job.model_path, model);
   Data data = load_data(job, model);
@@ -237,6 +238,14 @@ TrainResult train(const JobConfig& job) {
   std::vector<double> all(4 * w.size);
   BP_MPI_CHECK(MPI_Gather(mine, 4, MPI_DOUBLE, all.data(), 4, MPI_DOUBLE, 0, MPI_COMM_WORLD));
   for (int k = 0; k < w.size; ++k) r.per_rank.push_back({all[4 * k], all[4 * k + 1], all[4 * k + 2], all[4 * k + 3]});
+  if (job.layer_timing) {
+    std::vector<double> local, worst(2 * model.size());
+    for (const LayerTimes& lt : exec.layer_times()) local.insert(local.end(), {lt.transfer, lt.allreduce});
+    BP_MPI_CHECK(MPI_Reduce(local.data(), worst.data(), static_cast<int>(local.size()), MPI_DOUBLE, MPI_MAX, 0,
+                            MPI_COMM_WORLD));
+    for (int i = 0; i < model.size(); ++i)
+      r.per_layer.push_back({model.layer(i).name(), exec.ranks_of(i), worst[2 * i] / total, worst[2 * i + 1] / total});
+  }
   if (!job.checkpoint_path.empty()) write_final_checkpoint(job, exec, sgd, total);
   r.wall_seconds = seconds_since(wall_start);
   return r;
@@ -251,6 +260,12 @@ nlohmann::json metrics_json(const TrainResult& r) {
                         {"transfer_seconds", r.per_rank[k].transfer},
                         {"allreduce_seconds", r.per_rank[k].allreduce},
                         {"idle_seconds", r.per_rank[k].idle}});
+  nlohmann::json per_layer = nlohmann::json::array();
+  for (const auto& l : r.per_layer)
+    per_layer.push_back({{"layer", l.name},
+                         {"ranks", l.ranks},
+                         {"transfer_seconds_per_step", l.transfer},
+                         {"allreduce_seconds_per_step", l.allreduce}});
   nlohmann::json evals = nlohmann::json::array();
   for (const EvalPoint& p : r.evals)
     evals.push_back({{"step", p.step}, {"epoch", p.epoch}, {"test_accuracy", p.accuracy}, {"test_loss", p.loss}});
@@ -270,7 +285,8 @@ nlohmann::json metrics_json(const TrainResult& r) {
           {"forward_gflop_per_sample", r.forward_gflop_per_sample},
           {"achieved_gflops", r.achieved_gflops},
           {"evaluations", evals},
-          {"per_rank", per_rank}};
+          {"per_rank", per_rank},
+          {"per_layer", per_layer}};
 }
 
 void write_json(const std::string& path, const nlohmann::json& j) {

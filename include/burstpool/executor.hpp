@@ -32,11 +32,24 @@ struct TimeSplit {
   double allreduce = 0;  // waiting for gradient reductions and batch-norm statistics
 };
 
+// Per layer, summed over steps: seconds in its slice transfers (forward and
+// backward) and in its reductions (batch-norm statistics, and its gradient
+// allreduce when measured per layer).
+struct LayerTimes {
+  double transfer = 0, allreduce = 0;
+};
+
 class Executor {
  public:
   // Collective over `world`. `plan` must already be validated for this model
   // and world size. bucket_bytes: gradient allreduce bucket size.
   Executor(const ModelSpec& spec, const Plan& plan, MPI_Comm world, uint64_t init_seed, size_t bucket_bytes);
+
+  // Measure each layer's gradient allreduce on its own: reduce it right after
+  // its backward and wait, instead of bucketing and overlapping. For
+  // attribution in benchmarks; slower than the default.
+  void set_per_layer_allreduce(bool on) { per_layer_allreduce_ = on; }
+  const std::vector<LayerTimes>& layer_times() const { return layer_times_; }
   ~Executor();
 
   Model& model() { return *model_; }
@@ -86,6 +99,8 @@ class Executor {
   std::vector<std::vector<Tensor>> in_, in_grad_;  // per non-direct slot: input in this layer's slicing
   std::vector<std::pair<size_t, size_t>> held_ranges_;
   TimeSplit times_;
+  std::vector<LayerTimes> layer_times_;
+  bool per_layer_allreduce_ = false;
   int buckets_ = 0;
 };
 

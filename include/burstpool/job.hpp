@@ -53,6 +53,7 @@ struct JobConfig {
   // [parallel]
   std::string plan_path;            // empty: data parallel over every rank
   size_t bucket_bytes = 25u << 20;  // gradient allreduce bucket
+  bool layer_timing = false;        // per-layer transfer/allreduce seconds (no overlap)
 
   // [output]
   std::string metrics_path, checkpoint_path;

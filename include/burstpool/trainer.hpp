@@ -36,6 +36,12 @@ struct TrainResult {
   double achieved_gflops = 0;             // 3 x forward FLOPs x samples / train_seconds
   std::vector<EvalPoint> evals;
   std::vector<RankTimes> per_rank;  // on rank 0: every rank's time split
+  struct Layer {
+    std::string name;
+    std::vector<int> ranks;
+    double transfer = 0, allreduce = 0;  // seconds per step, the largest over ranks
+  };
+  std::vector<Layer> per_layer;  // with [parallel] layer_timing
 };
 
 TrainResult train(const JobConfig& job);

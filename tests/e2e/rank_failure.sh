@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# A failing or killed rank stops every rank within seconds with a non-zero
+# exit and a message; nothing hangs.
+# Usage: rank_failure.sh BURSTPOOL_BINARY SOURCE_DIR
+set -u
+bin=$1
+src=$2
+command -v mpirun >/dev/null || { echo "mpirun missing"; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+cat >"$work/job.ini" <<JOB
+[job]
+model = $src/jobs/models/lenet5.ini
+[data]
+source = synthetic
+synthetic_train_samples = 512
+synthetic_test_samples = 0
+[train]
+batch_size = 32
+steps = 100000
+log_every = 50
+JOB
+
+# 1. One rank throws: the loss runs on rank 1 only, and a huge learning rate
+#    makes it non-finite there; rank 0 must not wait for rank 1 forever.
+"$bin" plan --data-parallel "$src/jobs/models/lenet5.ini" --ranks 2 --global-batch 32 --out "$work/plan.json" >/dev/null
+python3 - "$work/plan.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for layer in p["layers"]:
+    if layer["name"] in ("fc3", "loss"):
+        layer["ranks"] = [1]
+json.dump(p, open(sys.argv[1], "w"))
+PY
+start=$(date +%s)
+timeout 60 mpirun -np 2 "$bin" train "$work/job.ini" --plan "$work/plan.json" --set optimizer.lr=1e12 \
+  >"$work/out" 2>"$work/err"
+rc=$?
+took=$(($(date +%s) - start))
+if [[ $rc -eq 0 || $rc -eq 124 ]] || ! grep -q "error on rank 1 .*training loss became" "$work/err"; then
+  echo "FAIL one rank throws: exit $rc after ${took}s"; sed 's/^/    /' "$work/err" | head -20; failures=$((failures + 1))
+else
+  echo "ok   one rank throws: exit $rc after ${took}s: $(grep -m1 'error on rank' "$work/err")"
+fi
+
+# 2. One rank is killed with SIGKILL mid-training.
+timeout 120 mpirun -np 2 "$bin" train "$work/job.ini" >"$work/out2" 2>"$work/err2" &
+launcher=$!
+victim=""
+for _ in $(seq 1 100); do  # wait until training runs, then find a rank process
+  sleep 0.2
+  grep -q "^step 50/" "$work/out2" 2>/dev/null || continue
+  victim=$(pgrep -P "$launcher" -x burstpool | tail -n 1)
+  [[ -n $victim ]] || victim=$(pgrep -P "$(pgrep -P "$launcher" | head -n 1)" -x burstpool | tail -n 1)
+  [[ -n $victim ]] && break
+done
+if [[ -z $victim ]]; then
+  echo "FAIL kill -9: no rank process found under mpirun (pid $launcher)"; failures=$((failures + 1))
+  kill "$launcher" 2>/dev/null
+else
+  start=$(date +%s)
+  kill -9 "$victim"
+  wait "$launcher"
+  rc=$?
+  took=$(($(date +%s) - start))
+  if [[ $rc -eq 0 || $rc -eq 124 || $took -gt 30 ]]; then
+    echo "FAIL kill -9 rank pid $victim: exit $rc after ${took}s"; sed 's/^/    /' "$work/err2" | head; failures=$((failures + 1))
+  else
+    echo "ok   kill -9 rank pid $victim: every rank gone, exit $rc after ${took}s"
+  fi
+fi
+
+echo "rank_failure: $failures failure(s)"
+[[ $failures -eq 0 ]]
