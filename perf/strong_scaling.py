@@ -71,7 +71,12 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(ROOT, "perf/results/strong_scaling"))
+    ap.add_argument("--blas-autodetect", action="store_true",
+                    help="unset OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE for every command (see perf/README.md)")
     args = ap.parse_args()
+    if args.blas_autodetect:
+        ENV.pop("OPENBLAS_CORETYPE", None)
+        ENV.pop("OPENBLAS_L2_SIZE", None)
     rows, layer_tables = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for model in STEPS:
@@ -92,8 +97,9 @@ def main():
                                                        "--set", "parallel.layer_timing=true"])
             layer_tables[model] = {"samples_per_second": m["samples_per_second"], "layers": m["per_layer"],
                                    "per_rank": m["per_rank"]}
+    kernel = "autodetected" if args.blas_autodetect else os.environ.get("OPENBLAS_CORETYPE", "autodetected")
     lines = [f"Strong scaling at global batch {BATCH}, synthetic data, one thread per rank, median of {args.rounds} "
-             "alternating rounds.", "",
+             f"alternating rounds. OpenBLAS kernel: {kernel}.", "",
              "| model | 1 rank samples/s | 2 ranks samples/s | efficiency | DDP 2 procs samples/s | burstpool / DDP |",
              "|---|---|---|---|---|---|"]
     for r in rows:

@@ -169,6 +169,14 @@ head -c $(($(stat -c %s "$work/full.h5") / 2)) "$work/full.h5" >"$work/cut.h5"
 expect_error "truncated HDF5 model" "cut\.h5: " train "$(job_for cut "$work/cut.h5")" --steps 1
 expect_error "truncated HDF5 convert" "cut\.h5: " convert "$work/cut.h5" "$work/out.ini"
 
+# A plan that does not fit the model is refused before training.
+"$bin" plan --data-parallel "$src/jobs/models/mlp.ini" --ranks 1 --global-batch 64 --out "$work/plan.json" >/dev/null
+sed -i 's/"fc2"/"fc9"/' "$work/plan.json"
+expect_error "plan with an unknown layer" "plan\.json: layer 'fc9' is not in model 'mlp'" \
+  train "$src/jobs/fashion_mnist_mlp.ini" --plan "$work/plan.json" --steps 1
+expect_error "plan ranks below 1" "--ranks 0 must be >= 1" \
+  plan --data-parallel "$src/jobs/models/mlp.ini" --ranks 0 --global-batch 64 --out "$work/p0.json"
+
 # Under MPI, a failing rank stops every rank with the message, without hanging.
 if command -v mpirun >/dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
