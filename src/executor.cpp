@@ -88,7 +88,9 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
   for (int i = 0; i < m.size(); ++i) {
     for (size_t s = 0; s < m.inputs(i).size(); ++s)
       if (!direct_[i][s]) exchange_forward(i, static_cast<int>(s), batch);
-    if (!holds(i) || m.layer_batch(i) == 0 || i == m.input_layer()) continue;
+    // A held layer runs even on 0 samples (a small last evaluation batch), so
+    // its group reductions (batch norm) still match across the group.
+    if (!holds(i) || i == m.input_layer()) continue;
     std::vector<const Tensor*> in;
     std::vector<Tensor> views;
     views.reserve(m.inputs(i).size());
@@ -121,7 +123,7 @@ void Executor::backward(const Context& base) {
     return t;
   }();
   for (int i = m.size() - 1; i >= 0; --i) {
-    if (holds(i) && m.layer_batch(i) > 0 && i != m.input_layer()) {
+    if (holds(i) && i != m.input_layer()) {
       std::vector<const Tensor*> in;
       std::vector<GradSlot> slots;
       std::vector<Tensor> views, grad_views;

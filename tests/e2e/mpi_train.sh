@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# 'burstpool train' under mpirun: 2 and 3 ranks, data parallel and a burst
+# plan, end with the checkpoint of a 1-rank run (same seed, same global batch)
+# within float tolerance, and report every rank's time split.
+# Usage: mpi_train.sh BURSTPOOL_BINARY SOURCE_DIR
+set -euo pipefail
+bin=$1
+src=$2
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+cat >"$work/job.ini" <<JOB
+[job]
+model = $src/jobs/models/vgg_small.ini
+seed = 7
+[data]
+source = synthetic
+synthetic_train_samples = 96
+synthetic_test_samples = 40
+[train]
+batch_size = 12
+steps = 4
+log_every = 2
+[optimizer]
+lr = 0.002
+JOB
+
+"$bin" train "$work/job.ini" --checkpoint "$work/one.h5" --metrics "$work/one.json" >/dev/null
+mpirun -np 2 "$bin" train "$work/job.ini" --checkpoint "$work/dp2.h5" --metrics "$work/dp2.json" >/dev/null
+
+# Burst plan on 3 ranks: blocks on different, non-prefix rank sets.
+"$bin" plan --data-parallel "$src/jobs/models/vgg_small.ini" --ranks 3 --global-batch 12 --out "$work/plan.json" >/dev/null
+python3 - "$work/plan.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for layer in p["layers"]:
+    name = layer["name"]
+    if name.endswith("2_1") or name.endswith("2_2") or name == "pool2":
+        layer["ranks"] = [1, 2]
+    elif name[-3:] in ("3_1", "3_2") or name == "pool3":
+        layer["ranks"] = [2]
+    elif name.startswith("fc") or name in ("relu_fc1", "drop1", "loss"):
+        layer["ranks"] = [0, 2]
+json.dump(p, open(sys.argv[1], "w"))
+PY
+mpirun -np 3 --oversubscribe "$bin" train "$work/job.ini" --plan "$work/plan.json" \
+  --checkpoint "$work/burst3.h5" --metrics "$work/burst3.json" >/dev/null
+
+python3 - "$work" <<'PY'
+import json, subprocess, sys
+work = sys.argv[1]
+one = json.load(open(f"{work}/one.json"))
+for name, ranks in (("dp2", 2), ("burst3", 3)):
+    m = json.load(open(f"{work}/{name}.json"))
+    assert m["ranks"] == ranks and len(m["per_rank"]) == ranks, m["per_rank"]
+    for r in m["per_rank"]:
+        for key in ("compute_seconds", "transfer_seconds", "allreduce_seconds", "idle_seconds"):
+            assert r[key] >= 0, r
+    assert abs(m["final_loss"] - one["final_loss"]) <= 1e-3 * abs(one["final_loss"]), (name, m["final_loss"], one["final_loss"])
+    # Parameters differ by float rounding only, so at most one borderline test sample may flip.
+    assert abs(m["test_accuracy"] - one["test_accuracy"]) <= 1 / 40 + 1e-9, (name, m["test_accuracy"], one["test_accuracy"])
+    print(f"{name}: loss {m['final_loss']:.6f} vs one rank {one['final_loss']:.6f}, per-rank split ok")
+burst = json.load(open(f"{work}/burst3.json"))
+assert sum(r["transfer_seconds"] for r in burst["per_rank"]) > 0, "a burst plan must move slices"
+PY
+# Every parameter and batch-norm statistic within 5e-5 of one rank's (values are O(0.1-1)).
+for name in dp2 burst3; do
+  h5diff -r -d 5e-5 "$work/one.h5" "$work/$name.h5" /weights /weights >"$work/diff" || {
+    echo "FAIL $name checkpoint differs from one rank:"; head -20 "$work/diff"; exit 1; }
+  echo "$name: checkpoint matches one rank (h5diff -d 5e-5)"
+done
+echo "mpi_train: all checks passed"
