@@ -170,8 +170,8 @@ const std::vector<uint32_t>& BatchSampler::batch(int64_t step) {
 void gather(const Dataset& data, const uint32_t* indices, int count, float* images, int32_t* labels) {
   const size_t per = data.sample.count();
   for (int i = 0; i < count; ++i) {
-    std::memcpy(images + i * per, data.image(indices[i]), per * sizeof(float));
-    labels[i] = data.labels[indices[i]];
+    if (images) std::memcpy(images + i * per, data.image(indices[i]), per * sizeof(float));
+    if (labels) labels[i] = data.labels[indices[i]];
   }
 }
 

@@ -66,12 +66,14 @@ Data load_data(const JobConfig& job, const Model& model) {
   return d;
 }
 
-// The samples of positions [slice.offset, slice.end()) of a batch given by indices.
-void gather_slice(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<float>& images,
-                  std::vector<int32_t>& labels) {
+// Images (or labels) of batch positions [slice.offset, slice.end()); indices give the batch.
+void gather_images(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<float>& images) {
   images.resize(static_cast<size_t>(std::max(slice.count, 1)) * data.sample.count());
+  gather(data, indices + slice.offset, slice.count, images.data(), nullptr);
+}
+void gather_labels(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<int32_t>& labels) {
   labels.resize(std::max(slice.count, 1));
-  gather(data, indices + slice.offset, slice.count, images.data(), labels.data());
+  gather(data, indices + slice.offset, slice.count, nullptr, labels.data());
 }
 
 double sum_over_world(double local) {
@@ -86,8 +88,8 @@ EvalPoint evaluate(Executor& exec, const Dataset& test, const JobConfig& job) {
   Model& m = exec.model();
   const int k = m.classes(), chunk = exec.plan().global_batch;
   std::vector<uint32_t> idx(chunk);
-  std::vector<float> images, unused_images;
-  std::vector<int32_t> unused_labels, loss_labels;
+  std::vector<float> images;
+  std::vector<int32_t> labels;
   Context ctx;
   ctx.training = false;
   ctx.seed = job.seed;
@@ -96,9 +98,9 @@ EvalPoint evaluate(Executor& exec, const Dataset& test, const JobConfig& job) {
   for (size_t start = 0; start < test.size(); start += chunk) {
     const int n = static_cast<int>(std::min<size_t>(chunk, test.size() - start));
     for (int i = 0; i < n; ++i) idx[i] = static_cast<uint32_t>(start + i);
-    gather_slice(test, idx.data(), exec.input_slice(n), images, unused_labels);
-    gather_slice(test, idx.data(), exec.loss_slice(n), unused_images, loss_labels);
-    loss += exec.forward(n, images.data(), loss_labels.data(), ctx);
+    gather_images(test, idx.data(), exec.input_slice(n), images);
+    gather_labels(test, idx.data(), exec.loss_slice(n), labels);
+    loss += exec.forward(n, images.data(), labels.data(), ctx);
     const Slice ls = exec.logits_slice(n);
     if (ls.count == 0) continue;
     const float* z = m.activation(m.logits_layer()).data();
@@ -172,8 +174,8 @@ TrainResult train(const JobConfig& job) {
                job.plan_path.empty() ? "data parallel" : "plan " + job.plan_path);
 
   const Slice in_slice = exec.input_slice(job.batch_size), loss_slice = exec.loss_slice(job.batch_size);
-  std::vector<float> images, unused_images;
-  std::vector<int32_t> labels, unused_labels;
+  std::vector<float> images;
+  std::vector<int32_t> labels;
   Context ctx;
   ctx.seed = job.seed;
   ctx.loss_scale = 1.0 / job.batch_size;
@@ -183,8 +185,8 @@ TrainResult train(const JobConfig& job) {
   for (int64_t step = 0; step < total; ++step) {
     const auto t0 = Clock::now();
     const auto& idx = sampler.batch(step);
-    gather_slice(data.train, idx.data(), in_slice, images, unused_labels);
-    gather_slice(data.train, idx.data(), loss_slice, unused_images, labels);
+    gather_images(data.train, idx.data(), in_slice, images);
+    gather_labels(data.train, idx.data(), loss_slice, labels);
     ctx.step = step;
     const double loss = exec.forward(job.batch_size, images.data(), labels.data(), ctx);
     if (!std::isfinite(loss))

@@ -52,7 +52,7 @@ class BatchSampler {
   std::vector<uint32_t> order_, current_;
 };
 
-// Copies `count` samples (by index) into contiguous images/labels.
+// Copies `count` samples (by index) into contiguous images and labels; either may be null.
 void gather(const Dataset& data, const uint32_t* indices, int count, float* images, int32_t* labels);
 
 }  // namespace burstpool
