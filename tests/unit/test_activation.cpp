@@ -8,12 +8,14 @@ TEST(Relu, Gradients) { check_layer_gradients({"relu", {}, {{3, 2, 3, 3}}, Value
 TEST(Relu, GradientsBatchOne) { check_layer_gradients({"relu", {}, {{1, 5, 1, 1}}, Values::distinct}); }
 
 TEST(Flatten, Gradients) { check_layer_gradients({"flatten", {}, {{2, 3, 2, 2}}}); }
+TEST(Flatten, GradientsBatchOne) { check_layer_gradients({"flatten", {}, {{1, 2, 3, 1}}}); }
 TEST(Flatten, Shape) {
   LayerRig rig({"flatten", {}, {{2, 3, 4, 5}}});
   EXPECT_EQ(rig.out.shape(), (Shape{2, 60, 1, 1}));
 }
 
 TEST(Dropout, GradientsTraining) { check_layer_gradients({"dropout", Attrs{{"p", "0.4"}}, {{3, 2, 4, 4}}}); }
+TEST(Dropout, GradientsTrainingBatchOne) { check_layer_gradients({"dropout", Attrs{{"p", "0.5"}}, {{1, 7, 1, 1}}}); }
 TEST(Dropout, GradientsEvalIsIdentity) {
   check_layer_gradients({"dropout", Attrs{{"p", "0.4"}}, {{2, 3, 1, 1}}, Values::smooth, false});
 }

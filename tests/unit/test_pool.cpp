@@ -27,6 +27,9 @@ TEST(AvgPool2d, Gradients2x2) { check_layer_gradients({"avgpool2d", Attrs{{"kern
 TEST(AvgPool2d, Gradients3x3Stride2PaddingOddSize) {
   check_layer_gradients({"avgpool2d", Attrs{{"kernel", "3"}, {"stride", "2"}, {"padding", "1"}}, {{2, 1, 5, 7}}});
 }
+TEST(AvgPool2d, GradientsOverlappingBatchOne) {
+  check_layer_gradients({"avgpool2d", Attrs{{"kernel", "2"}, {"stride", "1"}}, {{1, 2, 3, 3}}});
+}
 TEST(AvgPool2d, PaddingCountsAsZero) {
   LayerRig rig({"avgpool2d", Attrs{{"kernel", "3"}, {"stride", "1"}, {"padding", "1"}}, {{1, 1, 2, 2}}});
   rig.inputs[0].fill(9.0f);
