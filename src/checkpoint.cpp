@@ -2,12 +2,34 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 #include "burstpool/error.hpp"
+#include "burstpool/model_io.hpp"
 #include "model_store.hpp"
 
 namespace burstpool {
+namespace {
+
+// FNV-1a over the bytes of every tensor a checkpoint restores, and the step.
+std::string checksum(const Model& model, const Tensor& velocity, int64_t step) {
+  uint64_t h = 1469598103934665603ull;
+  auto add = [&h](const void* data, size_t bytes) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  for (const NamedTensor& t : model.tensors()) add(t.value.data(), t.value.size() * sizeof(float));
+  add(velocity.data(), velocity.size() * sizeof(float));
+  add(&step, sizeof step);
+  return fmt::format("{:016x}", h);
+}
+
+bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+}  // namespace
 
 void write_checkpoint(const std::string& path, Model& model, Sgd& sgd, CheckpointInfo info) {
   const std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
@@ -19,11 +41,18 @@ void write_checkpoint(const std::string& path, Model& model, Sgd& sgd, Checkpoin
     h5::ensure_group(f, "/progress");
     h5::write_int_attr(f, "/progress", "step", info.step);
     h5::write_int_attr(f, "/progress", "seed", static_cast<long long>(info.seed));
+    h5::write_string_attr(f, "/progress", "checksum", checksum(model, sgd.velocity(), info.step));
     f.close();
   } catch (...) {
     std::remove(tmp.c_str());
     throw;
   }
+  // Test hook: hold the complete temporary file before it is moved into place,
+  // so tests can kill the process in the middle of a checkpoint.
+  if (const char* pause = std::getenv("BURSTPOOL_TEST_CHECKPOINT_PAUSE_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(pause)));
+  if (exists(path) && std::rename(path.c_str(), (path + ".prev").c_str()) != 0)
+    throw Error(fmt::format("{}: cannot keep the previous checkpoint as {}.prev", path, path));
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
     throw Error(fmt::format("{}: cannot move checkpoint into place", path));
@@ -32,12 +61,38 @@ void write_checkpoint(const std::string& path, Model& model, Sgd& sgd, Checkpoin
 
 CheckpointInfo read_checkpoint(const std::string& path, Model& model, Sgd& sgd) {
   h5::File f = h5::File::open_read(path);
+  if (model_ini_text(read_architecture(f)) != model_ini_text(model.spec()))
+    throw Error(fmt::format("{}: checkpoint of a different model than '{}'", path, model.spec().name));
   read_named(f, "/weights", model.tensors());
   read_named(f, "/optimizer/velocity", model.param_views(sgd.velocity()));
   CheckpointInfo info;
   info.step = h5::read_int_attr(f, "/progress", "step");
   info.seed = static_cast<uint64_t>(h5::read_int_attr(f, "/progress", "seed"));
+  if (h5::read_string_attr(f, "/progress", "checksum") != checksum(model, sgd.velocity(), info.step))
+    throw Error(fmt::format("{}: checksum mismatch (corrupt checkpoint)", path));
   return info;
+}
+
+std::optional<Resumed> resume_checkpoint(const std::string& path, Model& model, Sgd& sgd,
+                                         std::vector<std::string>& rejected) {
+  // Find the newest valid candidate first, then load it: a failed read may
+  // have overwritten part of the model.
+  std::optional<CheckpointInfo> best;
+  std::string best_path;
+  bool any = false;
+  for (const std::string& candidate : {path, path + ".prev"}) {
+    if (!exists(candidate)) continue;
+    any = true;
+    try {
+      CheckpointInfo info = read_checkpoint(candidate, model, sgd);
+      if (!best || info.step > best->step) best = info, best_path = candidate;
+    } catch (const Error& e) {
+      rejected.push_back(e.what());
+    }
+  }
+  if (!any) return std::nullopt;
+  if (!best) throw Error(fmt::format("{}: no valid checkpoint to resume from ({})", path, rejected.front()));
+  return Resumed{read_checkpoint(best_path, model, sgd), best_path};
 }
 
 }  // namespace burstpool

@@ -44,7 +44,9 @@ const std::vector<JobKey>& job_schema() {
       {"parallel", "bucket_mb", "25", "MiB", "Gradient allreduce bucket size"},
       {"parallel", "layer_timing", "false", "boolean", "Report transfer and allreduce seconds per layer in the metrics; each layer's gradient allreduce then runs on its own, without overlap"},
       {"output", "metrics", "", "path", "Metrics JSON written at the end (relative to the working folder)"},
-      {"output", "checkpoint", "", "path", "HDF5 checkpoint written at the end, atomically"},
+      {"output", "checkpoint", "", "path", "HDF5 checkpoint, written atomically at the end and at the cadences below; the previous one is kept as <path>.prev. --resume continues from the newer valid one"},
+      {"output", "checkpoint_every", "0", "steps", "Checkpoint cadence in steps; 0: only at the end"},
+      {"output", "checkpoint_seconds", "0", "seconds", "Checkpoint cadence in wall seconds (decided on rank 0); 0: off"},
   };
   return keys;
 }
@@ -204,6 +206,8 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
 
   c.metrics_path = v.str("output", "metrics");
   c.checkpoint_path = v.str("output", "checkpoint");
+  c.checkpoint_every = v.integer("output", "checkpoint_every", 0);
+  c.checkpoint_seconds = v.number("output", "checkpoint_seconds", 0.0f);
   return c;
 }
 

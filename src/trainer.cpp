@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include <mpi.h>
 
@@ -140,6 +141,49 @@ void write_final_checkpoint(const JobConfig& job, Executor& exec, Sgd& sgd, int6
   if (world().rank == 0) write_checkpoint(job.checkpoint_path, m, sgd, {steps, job.seed});
 }
 
+// Whether to checkpoint after `step`: by step count, or by wall time as rank 0
+// sees it (broadcast, so every rank joins the collective checkpoint).
+bool checkpoint_due(const JobConfig& job, int64_t step, Clock::time_point last) {
+  if (job.checkpoint_path.empty()) return false;
+  bool due = job.checkpoint_every > 0 && (step + 1) % job.checkpoint_every == 0;
+  if (job.checkpoint_seconds > 0) {
+    int late = world().rank == 0 && seconds_since(last) >= job.checkpoint_seconds;
+    BP_MPI_CHECK(MPI_Bcast(&late, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    due = due || late;
+  }
+  return due;
+}
+
+// Loads the newest valid checkpoint; returns the step to continue from. Rank 0
+// chooses the file and every rank loads that one, so all ranks continue from
+// the same step even if files change while they look.
+int64_t resume(const JobConfig& job, Model& model, Sgd& sgd, bool chatty) {
+  if (job.checkpoint_path.empty())
+    throw Error(fmt::format("{}: --resume needs a checkpoint path ([output] checkpoint or --checkpoint)", job.file));
+  const std::string& path = job.checkpoint_path;
+  long long choice[2] = {-1, 0};  // which file (-1 none, 0 path, 1 path.prev), its step
+  if (world().rank == 0) {
+    std::vector<std::string> rejected;
+    std::optional<Resumed> found = resume_checkpoint(path, model, sgd, rejected);
+    for (const std::string& why : rejected) fmt::print(stderr, "burstpool: warning: refused {}\n", why);
+    if (found) choice[0] = found->file == path ? 0 : 1, choice[1] = found->info.step;
+  }
+  BP_MPI_CHECK(MPI_Bcast(choice, 2, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
+  if (choice[0] < 0) {
+    if (chatty) fmt::print("no checkpoint at {} yet: starting from step 0\n", path);
+    return 0;
+  }
+  const std::string file = choice[0] == 0 ? path : path + ".prev";
+  const CheckpointInfo info = read_checkpoint(file, model, sgd);  // rank 0 again: cheap, and the same code path
+  if (info.step != choice[1])
+    throw Error(fmt::format("{}: holds step {} here but step {} on rank 0 (changed while resuming?)", file, info.step,
+                            choice[1]));
+  if (info.seed != job.seed)
+    throw Error(fmt::format("{}: checkpoint was trained with seed {}, the job has seed {}", file, info.seed, job.seed));
+  if (chatty) fmt::print("resuming from the checkpoint of step {} ({})\n", info.step, file);
+  return info.step;
+}
+
 }  // namespace
 
 TrainResult train(const JobConfig& job) {
@@ -167,6 +211,7 @@ TrainResult train(const JobConfig& job) {
   Sgd sgd(model, job.sgd);
   const int64_t eval_every = job.eval_every > 0 ? job.eval_every : sampler.steps_per_epoch();
   const bool chatty = w.rank == 0;
+  const int64_t first_step = job.resume ? resume(job, model, sgd, chatty) : 0;
   if (chatty)
     fmt::print("burstpool: job '{}', model '{}' ({} parameters), {} training samples, global batch {}, {} steps, "
                "{} rank(s) x {} thread(s), {}\n",
@@ -181,8 +226,8 @@ TrainResult train(const JobConfig& job) {
   ctx.loss_scale = 1.0 / job.batch_size;
   double window_loss = 0;
   int64_t window_steps = 0;
-  auto window_start = Clock::now();
-  for (int64_t step = 0; step < total; ++step) {
+  auto window_start = Clock::now(), last_checkpoint = Clock::now();
+  for (int64_t step = first_step; step < total; ++step) {
     const auto t0 = Clock::now();
     const auto& idx = sampler.batch(step);
     gather_images(data.train, idx.data(), in_slice, images);
@@ -200,6 +245,10 @@ TrainResult train(const JobConfig& job) {
     ++window_steps;
 
     const bool last = step + 1 == total;
+    if (!last && checkpoint_due(job, step, last_checkpoint)) {
+      write_final_checkpoint(job, exec, sgd, step + 1);
+      last_checkpoint = window_start = Clock::now();  // checkpointing is not training time
+    }
     if ((step + 1) % job.log_every == 0 || last) {
       r.final_loss = sum_over_world(window_loss) / window_steps;
       const double rate = window_steps * job.batch_size / std::max(1e-9, seconds_since(window_start));
@@ -231,7 +280,7 @@ TrainResult train(const JobConfig& job) {
   }
   r.steps = total;
   r.epochs = static_cast<double>(total) / sampler.steps_per_epoch();
-  r.samples_per_second = total * job.batch_size / std::max(1e-9, r.train_seconds);
+  r.samples_per_second = (total - first_step) * job.batch_size / std::max(1e-9, r.train_seconds);
   r.forward_gflop_per_sample = model.forward_flops_per_sample() / 1e9;
   r.achieved_gflops = 3.0 * r.forward_gflop_per_sample * r.samples_per_second;
   const TimeSplit& t = exec.times();

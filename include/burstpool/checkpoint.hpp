@@ -1,10 +1,16 @@
 #pragma once
 // Checkpoints: an HDF5 model file (architecture + /weights/<layer>/<param>)
 // plus /optimizer/velocity/<layer>/<param> and /progress attributes (step,
-// seed). Written to a temporary file in the same folder and renamed over the
-// target, so a reader never sees a half-written checkpoint.
+// seed, checksum).
+//
+// Writing is atomic and keeps the previous checkpoint: the new one is written
+// to "<path>.tmp.<pid>" and flushed, the current "<path>" becomes
+// "<path>.prev", and the new file is renamed to "<path>". Whenever the process
+// dies, "<path>" or "<path>.prev" is a complete checkpoint.
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "burstpool/model.hpp"
 #include "burstpool/optimizer.hpp"
@@ -12,12 +18,25 @@
 namespace burstpool {
 
 struct CheckpointInfo {
-  int64_t step = 0;
+  int64_t step = 0;  // training steps completed
   uint64_t seed = 0;
 };
 
 void write_checkpoint(const std::string& path, Model& model, Sgd& sgd, CheckpointInfo info);
-// Loads weights, state and velocity into a model built from the same spec.
+// Loads weights, state and velocity into a model built from the same spec;
+// throws Error naming the file when it is unreadable, belongs to another
+// model, or fails its checksum.
 CheckpointInfo read_checkpoint(const std::string& path, Model& model, Sgd& sgd);
+
+// The newest valid checkpoint among "<path>" and "<path>.prev", loaded into
+// model and sgd. Invalid candidates are reported in `rejected` (one line
+// each, naming the file and the reason). Empty when neither file exists;
+// throws when files exist but none is valid.
+struct Resumed {
+  CheckpointInfo info;
+  std::string file;  // "<path>" or "<path>.prev"
+};
+std::optional<Resumed> resume_checkpoint(const std::string& path, Model& model, Sgd& sgd,
+                                         std::vector<std::string>& rejected);
 
 }  // namespace burstpool

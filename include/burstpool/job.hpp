@@ -57,6 +57,11 @@ struct JobConfig {
 
   // [output]
   std::string metrics_path, checkpoint_path;
+  int64_t checkpoint_every = 0;   // steps; 0: only at the end
+  double checkpoint_seconds = 0;  // wall seconds; 0: off
+
+  // Command line only: continue from the newest valid checkpoint at checkpoint_path.
+  bool resume = false;
 };
 
 // Reads `path` and applies `overrides` ("section.key=value", from --set or

@@ -25,6 +25,7 @@ struct TrainArgs {
   long long steps = -1, epochs = -1, batch = -1, seed = -1;
   std::string metrics, checkpoint, plan;
   std::vector<std::string> sets;
+  bool resume = false;
 };
 }  // namespace
 
@@ -39,6 +40,7 @@ Command add_train(CLI::App& app) {
   sub->add_option("--metrics", args->metrics, "Write metrics JSON here (overrides [output] metrics)");
   sub->add_option("--checkpoint", args->checkpoint, "Write an HDF5 checkpoint here (overrides [output] checkpoint)");
   sub->add_option("--plan", args->plan, "Plan file (JSON) with each layer's ranks (overrides [parallel] plan)");
+  sub->add_flag("--resume", args->resume, "Continue from the newest valid checkpoint at the checkpoint path");
   sub->add_option("--set", args->sets, "Override any job key: section.key=value (repeatable)");
   return {sub, [args] {
             std::vector<std::string> overrides;
@@ -54,6 +56,7 @@ Command add_train(CLI::App& app) {
             if (!args->plan.empty()) overrides.push_back("parallel.plan=" + absolute(args->plan));
             overrides.insert(overrides.end(), args->sets.begin(), args->sets.end());
             JobConfig job = load_job(args->job, overrides);
+            job.resume = args->resume;
             TrainResult result = train(job);
             if (!job.metrics_path.empty() && world().rank == 0) write_json(job.metrics_path, metrics_json(result));
             if (world().rank == 0)
