@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <thread>
 
@@ -29,6 +30,14 @@ WorldInfo init_mpi(int* argc, char*** argv) {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   g_world.host = host;
+  // Node-local rank from MPI itself, whatever launched us (mpirun, srun).
+  MPI_Comm node;
+  BP_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_world.rank, MPI_INFO_NULL, &node));
+  MPI_Comm_rank(node, &g_world.local_rank);
+  MPI_Comm_size(node, &g_world.local_size);
+  MPI_Comm_free(&node);
+  const char* slurm_job = std::getenv("SLURM_JOB_ID");
+  g_world.job_id = slurm_job && *slurm_job ? slurm_job : "local";
   if (provided < MPI_THREAD_FUNNELED)
     die(fmt::format("MPI provides thread level {}, burstpool needs at least MPI_THREAD_FUNNELED ({})", provided,
                     MPI_THREAD_FUNNELED));
@@ -41,6 +50,23 @@ void finalize_mpi() {
 }
 
 const WorldInfo& world() { return g_world; }
+
+std::string expand_output_path(const std::string& pattern, const std::string& job_name) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    auto take = [&](const char* key, const std::string& value) {
+      const size_t n = std::strlen(key);
+      if (pattern.compare(i, n, key) != 0) return false;
+      out += value;
+      i += n - 1;
+      return true;
+    };
+    if (take("{job_id}", g_world.job_id) || take("{job}", job_name) || take("{ranks}", std::to_string(g_world.size)))
+      continue;
+    out += pattern[i];
+  }
+  return out;
+}
 
 int configure_threads(int requested) {
   int threads = requested;

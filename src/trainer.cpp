@@ -214,9 +214,9 @@ TrainResult train(const JobConfig& job) {
   const int64_t first_step = job.resume ? resume(job, model, sgd, chatty) : 0;
   if (chatty)
     fmt::print("burstpool: job '{}', model '{}' ({} parameters), {} training samples, global batch {}, {} steps, "
-               "{} rank(s) x {} thread(s), {}\n",
+               "{} rank(s) x {} thread(s), {}, job id {}\n",
                job.name, spec.name, model.param_count(), data.train.size(), job.batch_size, total, w.size, r.threads,
-               job.plan_path.empty() ? "data parallel" : "plan " + job.plan_path);
+               job.plan_path.empty() ? "data parallel" : "plan " + job.plan_path, w.job_id);
 
   const Slice in_slice = exec.input_slice(job.batch_size), loss_slice = exec.loss_slice(job.batch_size);
   std::vector<float> images;

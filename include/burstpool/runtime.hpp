@@ -7,8 +7,15 @@ namespace burstpool {
 struct WorldInfo {
   int rank = 0;
   int size = 1;
+  int local_rank = 0;   // among the ranks on this node (chooses the GPU on GPU nodes)
+  int local_size = 1;
   std::string host;
+  std::string job_id;   // SLURM_JOB_ID under Slurm, else "local"
 };
+
+// Expands {job_id}, {job} and {ranks} in an output path, so runs under Slurm
+// name their files after the Slurm job.
+std::string expand_output_path(const std::string& pattern, const std::string& job_name);
 
 // MPI_Init_thread asking for MPI_THREAD_MULTIPLE (background jobs and
 // synchronisation threads call MPI); fails if less than `required` is given.

@@ -57,6 +57,8 @@ Command add_train(CLI::App& app) {
             overrides.insert(overrides.end(), args->sets.begin(), args->sets.end());
             JobConfig job = load_job(args->job, overrides);
             job.resume = args->resume;
+            job.metrics_path = expand_output_path(job.metrics_path, job.name);
+            job.checkpoint_path = expand_output_path(job.checkpoint_path, job.name);
             TrainResult result = train(job);
             if (!job.metrics_path.empty() && world().rank == 0) write_json(job.metrics_path, metrics_json(result));
             if (world().rank == 0)

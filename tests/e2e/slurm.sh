@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# End to end on a real single-node Slurm (slurm/local-cluster.sh): submits
+# slurm/train.sbatch and slurm/sweep.sbatch with sbatch and checks their
+# results, requeues a running job and checks that it resumes, and kills one
+# rank with SIGKILL under srun and checks that the job ends without hanging.
+# Usage: slurm.sh BURSTPOOL_BINARY SOURCE_DIR
+set -u
+bin=$(realpath "$1")
+src=$(realpath "$2")
+for exe in sbatch srun slurmctld slurmd munged; do
+  command -v "$exe" >/dev/null || { echo "FAIL: $exe missing (scripts/install-deps.sh installs slurm-wlm and munge)"; exit 1; }
+done
+export BURSTPOOL_SLURM_DIR
+BURSTPOOL_SLURM_DIR=$(mktemp -d)
+work=$(mktemp -d)
+cleanup() {
+  bash "$src/slurm/local-cluster.sh" stop >/dev/null
+  rm -rf "$work" "$BURSTPOOL_SLURM_DIR"
+}
+trap cleanup EXIT
+started=$(bash "$src/slurm/local-cluster.sh" start) || { echo "FAIL: local Slurm did not start"; exit 1; }
+eval "$started"
+export BURSTPOOL_HOME=$src BURSTPOOL=$bin BURSTPOOL_OUT=$work/runs
+cd "$work"
+failures=0
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+
+job_file() {  # job_file NAME STEPS
+  cat >"$work/$1.ini" <<JOB
+[job]
+model = $src/jobs/models/lenet5.ini
+[data]
+source = synthetic
+synthetic_train_samples = 512
+synthetic_test_samples = 128
+[train]
+batch_size = 32
+steps = $2
+log_every = 100
+JOB
+  echo "$work/$1.ini"
+}
+
+state_of() { scontrol show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+wait_done() {  # wait_done JOBID SECONDS: until the job has left the queue
+  for _ in $(seq 1 $(($2 * 5))); do
+    case $(state_of "$1") in PENDING | RUNNING | CONFIGURING | COMPLETING | REQUEUED | "") ;; *) return 0 ;; esac
+    squeue -h -j "$1" 2>/dev/null | grep -q . || return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+# 1. A training job on 2 ranks.
+id=$(sbatch --parsable --wait --ntasks=2 "$src/slurm/train.sbatch" "$(job_file small 60)")
+m="$work/runs/small-$id.metrics.json"
+if [[ -f $m ]] && python3 -c "import json,sys; m=json.load(open('$m')); sys.exit(0 if m['ranks']==2 and m['steps']==60 else 1)" &&
+  [[ -f $work/runs/small-$id.ckpt.h5 ]]; then
+  echo "ok   train.sbatch: job $id, 2 ranks, metrics and checkpoint named after the job"
+else
+  fail "train.sbatch job $id"; cat "$work"/burstpool-train-"$id".out | tail
+fi
+
+echo "   ($(date +%T))"
+# 2. Requeued while running: the job resumes from its checkpoint.
+id=$(sbatch --parsable --ntasks=2 "$src/slurm/train.sbatch" "$(job_file long 4000)" --set output.checkpoint_every=50)
+ckpt="$work/runs/long-$id.ckpt.h5"
+for _ in $(seq 1 300); do [[ -f $ckpt ]] && break; sleep 0.1; done
+scontrol requeue "$id"
+# Slurm holds a requeued batch job back for a while before it may start again; let it start now.
+for _ in $(seq 1 50); do [[ $(state_of "$id") == PENDING ]] && break; sleep 0.2; done
+scontrol update JobId="$id" StartTime=now 2>/dev/null || true
+wait_done "$id" 240 || fail "requeued job $id did not finish"
+log="$work/burstpool-train-$id.out"
+if grep -q "restart 1" "$log" && grep -q "resuming from the checkpoint of step" "$log" &&
+  python3 -c "import json,sys; sys.exit(0 if json.load(open('$work/runs/long-$id.metrics.json'))['steps']==4000 else 1)"; then
+  echo "ok   requeue: job $id restarted and $(grep -m1 -o 'resuming from the checkpoint of step [0-9]*' "$log")"
+else
+  fail "requeue of job $id"; tail -n 20 "$log"
+fi
+
+echo "   ($(date +%T))"
+# 3. A strong-scaling sweep: one metrics file per rank count, a table and a plot.
+id=$(sbatch --parsable --wait --ntasks=2 "$src/slurm/sweep.sbatch" "$(job_file sweep 80)")
+sweep="$work/runs/sweep-$id"
+if [[ -f $sweep/ranks-1.json && -f $sweep/ranks-2.json ]] && grep -q "^| 2 |" "$sweep/summary.md" &&
+  [[ $(head -c 4 "$sweep/scaling.png" | od -An -c | tr -d ' ') == "211PNG" ]]; then
+  echo "ok   sweep.sbatch: job $id wrote ranks-1/2.json, summary.md and scaling.png"
+else
+  fail "sweep job $id"; ls "$sweep"; tail "$work/burstpool-sweep-$id.out"
+fi
+
+echo "   ($(date +%T))"
+# 4. kill -9 of one rank under srun ends the whole job within seconds.
+id=$(sbatch --parsable --ntasks=2 "$src/slurm/train.sbatch" "$(job_file victim 100000)")
+victim=""
+for _ in $(seq 1 300); do
+  victim=$(scontrol listpids "$id" 2>/dev/null | awk 'NR > 1 {print $1}' | while read -r p; do
+    [[ $(cat /proc/"$p"/comm 2>/dev/null) == burstpool ]] && echo "$p"; done | tail -n 1)
+  [[ -n $victim ]] && grep -q "^step 100/" "$work/burstpool-train-$id.out" 2>/dev/null && break
+  sleep 0.1
+done
+if [[ -z $victim ]]; then
+  fail "kill -9 under srun: no rank of job $id found"; scancel "$id"
+else
+  start=$(date +%s)
+  kill -9 "$victim"
+  if wait_done "$id" 60; then
+    echo "ok   kill -9 of rank pid $victim under srun: job $id ended ($(state_of "$id")) after $(($(date +%s) - start)) s"
+  else
+    fail "job $id still running 60 s after a rank was killed"; scancel "$id"
+  fi
+fi
+
+echo "slurm: $failures failure(s)"
+[[ $failures -eq 0 ]]
