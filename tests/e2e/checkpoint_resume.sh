@@ -107,7 +107,24 @@ else
   fail "corrupt checkpoint"; cat "$work/err" "$work/out" | head
 fi
 
-# 4. Two ranks: one rank is killed (mpirun then ends the job), the job is
+# 4. Checkpoints by wall time: with checkpoint_seconds and no step cadence, a
+#    run killed part way still resumes from a checkpoint (not from step 0).
+ckpt="$work/timed.h5"
+"$bin" train "$work/job.ini" --checkpoint "$ckpt" --set output.checkpoint_every=0 \
+  --set output.checkpoint_seconds=0.5 >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 100); do [[ -f $ckpt ]] && break; sleep 0.1; done
+sleep 0.3
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+"$bin" train "$work/job.ini" --checkpoint "$ckpt" --resume >"$work/timed.log" 2>&1 || fail "timed: resume run"
+if grep -q "resuming from the checkpoint of step [1-9]" "$work/timed.log" && same_as_reference "$ckpt"; then
+  echo "ok   checkpoints every 0.5 s: $(grep -m1 -o 'resuming from the checkpoint of step [0-9]*' "$work/timed.log"), identical result"
+else
+  fail "checkpoint_seconds"; head -5 "$work/timed.log"
+fi
+
+# 5. Two ranks: one rank is killed (mpirun then ends the job), the job is
 #    resumed under mpirun, and ends identical to an uninterrupted 2-rank run.
 mpirun -np 2 "$bin" train "$work/job.ini" --checkpoint "$work/reference2.h5" >/dev/null 2>&1 || fail "2-rank reference"
 mpirun -np 2 "$bin" train "$work/job.ini" --checkpoint "$work/two.h5" >"$work/two.log" 2>&1 &
