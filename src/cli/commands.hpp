@@ -16,5 +16,6 @@ Command add_train(CLI::App& app);
 Command add_convert(CLI::App& app);
 Command add_keys(CLI::App& app);
 Command add_plan(CLI::App& app);
+Command add_profile(CLI::App& app);
 
 }  // namespace burstpool::cli

@@ -1,0 +1,73 @@
+#pragma once
+// Profiles: what the planner and simulator need to know about this device and
+// network, measured once and kept in JSON files.
+//
+// A layer profile holds, for every layer of one model and every per-device
+// batch measured, the forward and backward milliseconds (median of repeats
+// after warm-up), plus activation and parameter bytes. It carries the model's
+// fingerprint, so a profile is never used with another model.
+//
+// A network profile holds point-to-point and allreduce times by message size
+// and group size, and a fitted latency + bytes/bandwidth model of each.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "burstpool/spec.hpp"
+
+namespace burstpool {
+
+struct LayerProfile {
+  std::string name, type;
+  double activation_bytes_per_sample = 0;  // output
+  double parameter_bytes = 0;
+  std::vector<double> forward_ms, backward_ms;  // one per batch in ModelProfile::batches
+};
+
+struct ModelProfile {
+  std::string model, fingerprint, device;
+  int threads = 1;
+  std::vector<int> batches;  // per-device batch sizes measured
+  std::vector<LayerProfile> layers;
+};
+
+// Stable fingerprint of an architecture (not of weights).
+std::string model_fingerprint(const ModelSpec& spec);
+
+struct ProfileOptions {
+  std::vector<int> batches = {1, 2, 4, 8, 16, 32};
+  int warmup = 2, repeats = 7;
+};
+ModelProfile profile_model(const ModelSpec& spec, const ProfileOptions& options);
+
+void save_profile(const ModelProfile& profile, const std::string& path);
+// Loads a profile and checks it belongs to `spec`; errors name the file.
+ModelProfile load_profile(const std::string& path, const ModelSpec& spec);
+
+struct LinkModel {
+  double latency_s = 0, bandwidth_bytes_per_s = 0;  // time(bytes) = latency + bytes / bandwidth
+};
+
+struct NetworkSample {
+  std::string kind;  // "p2p" or "allreduce"
+  int group = 2;
+  double bytes = 0, seconds = 0;
+};
+
+struct NetworkProfile {
+  int ranks = 0;
+  LinkModel p2p, allreduce;  // allreduce: fitted to 2(n-1)/n * bytes as the ring moves
+  std::vector<NetworkSample> samples;
+};
+
+// Collective over MPI_COMM_WORLD (needs >= 2 ranks): ping-pong between ranks 0
+// and 1 and allreduce over groups 2..N, sizes 4 B .. max_bytes; fits both models.
+NetworkProfile profile_network(double max_bytes, int repeats);
+void save_network(const NetworkProfile& net, const std::string& path);
+// Errors name the file and the key on missing or negative numbers.
+NetworkProfile load_network(const std::string& path);
+
+// Least squares t = a + b x; returns {a, b}.
+std::pair<double, double> fit_line(const std::vector<double>& x, const std::vector<double>& t);
+
+}  // namespace burstpool

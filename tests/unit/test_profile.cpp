@@ -1,0 +1,100 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "burstpool/error.hpp"
+#include "burstpool/model_io.hpp"
+#include "burstpool/profile.hpp"
+
+namespace burstpool {
+namespace {
+
+std::string temp(const std::string& name) { return fmt::format("/tmp/burstpool_profile_{}_{}", getpid(), name); }
+
+const char* kTiny =
+    "[data]\ntype = input\nshape = 1,6,6\n[conv]\ntype = conv2d\ninputs = data\nout_channels = 2\nkernel = 3\n"
+    "[fc]\ntype = linear\ninputs = conv\nout_features = 3\n[loss]\ntype = softmax_cross_entropy\ninputs = fc\n";
+
+TEST(Profile, MeasuresEveryLayerAndRoundTrips) {
+  ModelSpec spec = parse_model_ini(kTiny, "tiny.ini");
+  ProfileOptions options;
+  options.batches = {1, 4};
+  options.repeats = 3;
+  ModelProfile p = profile_model(spec, options);
+  ASSERT_EQ(p.layers.size(), 4u);
+  EXPECT_EQ(p.layers[1].name, "conv");
+  EXPECT_DOUBLE_EQ(p.layers[1].activation_bytes_per_sample, 4.0 * 2 * 4 * 4);
+  EXPECT_DOUBLE_EQ(p.layers[1].parameter_bytes, 4.0 * (2 * 9 + 2));
+  EXPECT_DOUBLE_EQ(p.layers[2].parameter_bytes, 4.0 * (3 * 32 + 3));
+  for (const LayerProfile& l : p.layers) {
+    ASSERT_EQ(l.forward_ms.size(), 2u);
+    for (double ms : l.forward_ms) EXPECT_GE(ms, 0.0);
+  }
+  EXPECT_GT(p.layers[1].forward_ms[1], 0.0);
+  const std::string path = temp("tiny.json");
+  save_profile(p, path);
+  ModelProfile q = load_profile(path, spec);
+  EXPECT_EQ(q.batches, p.batches);
+  EXPECT_EQ(q.layers[2].backward_ms, p.layers[2].backward_ms);
+  std::remove(path.c_str());
+}
+
+TEST(Profile, RefusesAnotherModelsProfile) {
+  ModelSpec spec = parse_model_ini(kTiny, "tiny.ini");
+  ProfileOptions options;
+  options.batches = {1};
+  options.repeats = 1;
+  const std::string path = temp("other.json");
+  save_profile(profile_model(spec, options), path);
+  std::string other_text = kTiny;
+  other_text.replace(other_text.find("out_features = 3"), 16, "out_features = 4");
+  ModelSpec other = parse_model_ini(other_text, "other.ini");
+  try {
+    load_profile(path, other);
+    FAIL() << "a profile of another model was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("this profile belongs to model"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+  }
+  // Renaming a model does not change what it is.
+  ModelSpec renamed = spec;
+  renamed.name = "renamed";
+  EXPECT_NO_THROW(load_profile(path, renamed));
+  std::remove(path.c_str());
+}
+
+TEST(Network, FitsLatencyAndBandwidth) {
+  // t = 5 us + bytes / 2 GB/s, exactly.
+  std::vector<double> x{4, 1024, 65536, 4e6}, t;
+  for (double b : x) t.push_back(5e-6 + b / 2e9);
+  auto [a, slope] = fit_line(x, t);
+  EXPECT_NEAR(a, 5e-6, 1e-12);
+  EXPECT_NEAR(1 / slope, 2e9, 1e3);
+}
+
+TEST(Network, BadFilesNameTheKey) {
+  const std::string path = temp("net.json");
+  auto error_of = [&](const std::string& text) {
+    std::ofstream(path) << text;
+    try {
+      load_network(path);
+    } catch (const Error& e) {
+      return std::string(e.what()).substr(path.size());
+    }
+    return std::string("no error");
+  };
+  const std::string good_allreduce = R"("allreduce": {"latency_s": 1e-5, "bandwidth_bytes_per_s": 1e10})";
+  EXPECT_EQ(error_of(R"({"p2p": {"latency_s": 1e-6, "bandwidth_bytes_per_s": 1e10}, )" + good_allreduce + "}"),
+            "no error");
+  EXPECT_EQ(error_of(R"({"p2p": {"latency_s": -1, "bandwidth_bytes_per_s": 1e10}, )" + good_allreduce + "}"),
+            ": p2p.latency_s = -1 is negative");
+  EXPECT_EQ(error_of(R"({"p2p": {"latency_s": 1e-6}, )" + good_allreduce + "}"),
+            ": missing number p2p.bandwidth_bytes_per_s");
+  EXPECT_EQ(error_of("{oops"), ": not a valid network file (JSON)");
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace burstpool
