@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the larger shipped model files (resnet20, vgg16, inception) so their
+"""Writes the larger shipped model files (vgg_small, resnet20, vgg16, inception) so their
 INI stays consistent. Run from anywhere: python3 jobs/models/generate.py"""
 import os
 
@@ -30,6 +30,24 @@ class Writer:
     def save(self, filename):
         with open(os.path.join(HERE, filename), "w") as f:
             f.write("\n".join(self.lines) + "\n")
+
+
+def vgg_small():
+    w = Writer("vgg_small", "Small VGG for 28x28 grey images: three blocks of two 3x3 conv + batch norm + ReLU,\n"
+               "# max pooling after each, then a 256-wide classifier with dropout.")
+    x = w.layer("data", "input", shape="1,28,28")
+    for b, c in enumerate([32, 64, 128], start=1):
+        for i in (1, 2):
+            x = w.layer(f"conv{b}_{i}", "conv2d", x, out_channels=c, kernel=3, padding=1, bias=False)
+            x = w.layer(f"bn{b}_{i}", "batchnorm2d", x)
+            x = w.layer(f"relu{b}_{i}", "relu", x)
+        x = w.layer(f"pool{b}", "maxpool2d", x, kernel=2)
+    x = w.layer("fc1", "linear", x, out_features=256)
+    x = w.layer("relu_fc1", "relu", x)
+    x = w.layer("drop1", "dropout", x, p=0.3)
+    x = w.layer("fc2", "linear", x, out_features=10)
+    w.layer("loss", "softmax_cross_entropy", x)
+    w.save("vgg_small.ini")
 
 
 def resnet20():
@@ -111,6 +129,7 @@ def inception():
 
 
 if __name__ == "__main__":
+    vgg_small()
     resnet20()
     vgg16()
     inception()
