@@ -1,39 +1,96 @@
+// burstpool plan MODEL --profile P (--network NET | --bandwidth GBPS --latency US) --ranks N
+//                      --global-batch B [--amp-limit A|none] [--soft-limit] [--out PLAN.json]
 // burstpool plan --data-parallel MODEL --ranks N --global-batch B --out PLAN.json
-// (the profile-driven planner arrives with the planner issue).
 #include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
 
 #include "burstpool/error.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/plan.hpp"
+#include "burstpool/planner.hpp"
+#include "burstpool/profile.hpp"
 #include "commands.hpp"
 
 namespace burstpool::cli {
 
 namespace {
 struct PlanArgs {
-  std::string model, out;
-  bool data_parallel = false;
+  std::string model, out, profile, network, amp = "2";
+  bool data_parallel = false, soft = false;
   int ranks = 0, batch = 0;
+  double bandwidth_gbps = -1, latency_us = -1;
 };
+
+void print_plan(const PlanResult& r, double amp) {
+  fmt::print("{:<18} {:>6} {:>12} {:>11} {:>12} {:>8}\n", "layer", "ranks", "compute ms", "sync ms", "transfer ms",
+             "amplif.");
+  for (const PlannedLayer& l : r.layers)
+    fmt::print("{:<18} {:>6} {:>12.3f} {:>11.3f} {:>12.3f} {:>8.2f}\n", l.name, l.ranks, 1e3 * l.compute_s,
+               1e3 * l.sync_s, 1e3 * l.transfer_s, l.amplification);
+  fmt::print("predicted iteration {:.3f} ms, device-time {:.3f} rank-ms per step (amplification limit {})\n",
+             1e3 * r.iteration_s, 1e3 * r.device_s, std::isfinite(amp) ? fmt::format("{}", amp) : "none");
+}
 }  // namespace
 
 Command add_plan(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
-  CLI::App* sub = app.add_subcommand("plan", "Write a plan file: each layer's ranks");
+  CLI::App* sub = app.add_subcommand("plan", "Plan each layer's ranks from profiles, or write the data-parallel plan");
   sub->add_option("model", args->model, "Model file (.ini, .h5)")->required();
-  sub->add_flag("--data-parallel", args->data_parallel, "Every layer on every rank");
+  sub->add_flag("--data-parallel", args->data_parallel, "Every layer on every rank (needs no profile)");
+  sub->add_option("--profile", args->profile, "Layer profile (burstpool profile MODEL ...)");
+  sub->add_option("--network", args->network, "Network profile (burstpool profile --network ...)");
+  sub->add_option("--bandwidth", args->bandwidth_gbps, "Network bandwidth in GB/s, for both links (instead of --network)");
+  sub->add_option("--latency", args->latency_us, "Network latency in microseconds (instead of --network)");
   sub->add_option("--ranks", args->ranks, "Ranks N")->required();
   sub->add_option("--global-batch", args->batch, "Global batch B")->required();
-  sub->add_option("--out", args->out, "Plan file to write (JSON)")->required();
+  sub->add_option("--amp-limit", args->amp, "Amplification limit A >= 1, or 'none'");
+  sub->add_flag("--soft-limit", args->soft, "The original soft rule: layers under 300 us are exempt");
+  sub->add_option("--out", args->out, "Plan file to write (JSON)");
   return {sub, [args] {
-            if (!args->data_parallel)
-              throw Error("only --data-parallel plans can be made in this version (the profile-driven planner is not built yet)");
+            if (args->ranks < 1) throw Error(fmt::format("--ranks {} must be >= 1", args->ranks));
             if (args->batch < 1) throw Error(fmt::format("--global-batch {} must be >= 1", args->batch));
             ModelSpec spec = load_model_spec(args->model);
-            Plan plan = data_parallel_plan(spec, args->ranks, args->batch);
-            save_plan(plan, args->out);
-            fmt::print("wrote {}: {} layers on ranks 0..{}, global batch {}\n", args->out, spec.layers.size(),
-                       args->ranks - 1, args->batch);
+            if (args->data_parallel) {
+              if (args->out.empty()) throw Error("--data-parallel needs --out");
+              save_plan(data_parallel_plan(spec, args->ranks, args->batch), args->out);
+              fmt::print("wrote {}: {} layers on ranks 0..{}, global batch {}\n", args->out, spec.layers.size(),
+                         args->ranks - 1, args->batch);
+              return;
+            }
+            if (args->profile.empty()) throw Error("plan needs --profile (or --data-parallel)");
+            PlannerOptions o;
+            o.ranks = args->ranks;
+            o.global_batch = args->batch;
+            float amp = 0;
+            if (args->amp == "none")
+              o.amp_limit = INFINITY;
+            else if (parse_float(args->amp, amp))
+              o.amp_limit = amp;
+            else
+              throw Error(fmt::format("--amp-limit '{}' is not a number or 'none'", args->amp));
+            if (!(o.amp_limit >= 1)) throw Error(fmt::format("--amp-limit {} must be >= 1", args->amp));
+            o.soft_limit = args->soft;
+            if (!args->network.empty()) {
+              NetworkProfile net = load_network(args->network);
+              o.p2p = net.p2p;
+              o.allreduce = net.allreduce;
+            } else if (args->bandwidth_gbps > 0 && args->latency_us >= 0) {
+              o.p2p = o.allreduce = {args->latency_us * 1e-6, args->bandwidth_gbps * 1e9};
+            } else {
+              throw Error("plan needs --network NET.json, or --bandwidth GB/s (> 0) and --latency us (>= 0)");
+            }
+            ModelProfile profile = load_profile(args->profile, spec);
+            const auto t0 = std::chrono::steady_clock::now();
+            PlanResult r = plan_model(spec, profile, o);
+            const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            print_plan(r, o.amp_limit);
+            fmt::print("planned {} layers for {} ranks in {:.3f} s\n", r.layers.size(), o.ranks, took);
+            if (!args->out.empty()) {
+              save_plan(r.plan, args->out);
+              fmt::print("wrote {}\n", args->out);
+            }
           }};
 }
 

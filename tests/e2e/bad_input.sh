@@ -177,6 +177,24 @@ expect_error "plan with an unknown layer" "plan\.json: layer 'fc9' is not in mod
 expect_error "plan ranks below 1" "--ranks 0 must be >= 1" \
   plan --data-parallel "$src/jobs/models/mlp.ini" --ranks 0 --global-batch 64 --out "$work/p0.json"
 
+# Planner inputs: a profile of another model, N < 1, B < 1, A < 1, a bad network file.
+"$bin" profile "$src/jobs/models/mlp.ini" --batches 1,2 --warmup 0 --repeats 1 --out "$work/mlp.prof.json" >/dev/null
+expect_error "profile of another model" "mlp\.prof\.json: this profile belongs to model 'mlp'" \
+  plan "$src/jobs/models/lenet5.ini" --profile "$work/mlp.prof.json" --bandwidth 10 --latency 5 --ranks 2 --global-batch 8
+expect_error "planner N < 1" "--ranks 0 must be >= 1" \
+  plan "$src/jobs/models/mlp.ini" --profile "$work/mlp.prof.json" --bandwidth 10 --latency 5 --ranks 0 --global-batch 8
+expect_error "planner B < 1" "--global-batch 0 must be >= 1" \
+  plan "$src/jobs/models/mlp.ini" --profile "$work/mlp.prof.json" --bandwidth 10 --latency 5 --ranks 2 --global-batch 0
+expect_error "amplification limit < 1" "--amp-limit 0.5 must be >= 1" \
+  plan "$src/jobs/models/mlp.ini" --profile "$work/mlp.prof.json" --bandwidth 10 --latency 5 --ranks 2 --global-batch 8 \
+  --amp-limit 0.5
+echo '{"p2p": {"latency_s": -1e-6, "bandwidth_bytes_per_s": 1e9}, "allreduce": {"latency_s": 1e-6}}' >"$work/net.json"
+expect_error "network file with a negative number" "net\.json: p2p\.latency_s = -1e-06 is negative" \
+  plan "$src/jobs/models/mlp.ini" --profile "$work/mlp.prof.json" --network "$work/net.json" --ranks 2 --global-batch 8
+echo '{"p2p": {"latency_s": 1e-6, "bandwidth_bytes_per_s": 1e9}, "allreduce": {"latency_s": 1e-6}}' >"$work/net.json"
+expect_error "network file with a missing number" "net\.json: missing number allreduce\.bandwidth_bytes_per_s" \
+  plan "$src/jobs/models/mlp.ini" --profile "$work/mlp.prof.json" --network "$work/net.json" --ranks 2 --global-batch 8
+
 # Under MPI, a failing rank stops every rank with the message, without hanging.
 if command -v mpirun >/dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1

@@ -1,0 +1,77 @@
+#pragma once
+// The burst planner: how many ranks each layer gets.
+//
+// Cost model (times in seconds, global batch B, a layer on n ranks uses the
+// prefix 0..n-1 and holds ceil(B/n) samples per rank):
+//   G(l, n)    profiled forward+backward time at per-device batch ceil(B/n),
+//              interpolated linearly between measured batches (scaled by the
+//              per-sample time of the largest one beyond it);
+//   Sync(l, n) 0 for n = 1 or no parameters, else the ring allreduce
+//              latency + 2(n-1)/n x parameter bytes / bandwidth;
+//   Xfer(a->b) 0 if a = b, else twice (activations forward, gradients back)
+//              latency + act bytes/sample x B (1/min(a,b) - 1/max(a,b)) / p2p
+//              bandwidth: what the busiest rank sends or receives.
+// A chain costs the sum of its layers' G + Sync + incoming Xfer. Branches
+// between a fork and its join run at once: the join waits for the slowest
+// branch. Amplification limit A: layer l may use n ranks only if
+// n G(l, n) <= A G(l, 1) (hard; the soft rule of the original also exempts
+// layers under 300 us and falls back to the least amplified choice).
+//
+// The dynamic program is exact for this cost model on models made of chains
+// and single-level fork/join blocks (ResNet and Inception blocks).
+#include <string>
+#include <vector>
+
+#include "burstpool/plan.hpp"
+#include "burstpool/profile.hpp"
+
+namespace burstpool {
+
+struct PlannerOptions {
+  int ranks = 1;
+  int global_batch = 1;
+  double amp_limit = 2.0;  // >= 1; infinity: no limit
+  bool soft_limit = false;
+  LinkModel p2p, allreduce;
+};
+
+struct PlannedLayer {
+  std::string name;
+  int ranks = 1;
+  double compute_s = 0, sync_s = 0, transfer_s = 0;  // G, Sync, incoming Xfer
+  double amplification = 1;                          // n G(l, n) / G(l, 1)
+};
+
+struct PlanResult {
+  Plan plan;
+  std::vector<PlannedLayer> layers;  // topological order
+  double iteration_s = 0;            // predicted time of one step
+  double device_s = 0;               // sum over layers of n x (G + Sync): rank-seconds used per step
+};
+
+PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& options);
+
+// The cost model, for tests and the simulator.
+class CostModel {
+ public:
+  CostModel(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& options);
+  int layers() const { return static_cast<int>(names_.size()); }
+  double compute(int layer, int n) const;  // G
+  double sync(int layer, int n) const;
+  double transfer(int producer, int from_n, int to_n) const;
+  bool allowed(int layer, int n) const;  // amplification rule
+  const std::vector<std::vector<int>>& inputs() const { return inputs_; }  // producers, topological positions
+  const std::vector<std::string>& names() const { return names_; }
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<std::vector<int>> inputs_;
+  std::vector<const LayerProfile*> prof_;
+  std::vector<int> batches_;
+  PlannerOptions o_;
+};
+
+// Exhaustive search over every assignment (small models and N only), same cost model.
+PlanResult plan_exhaustive(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& options);
+
+}  // namespace burstpool

@@ -1,0 +1,343 @@
+#include "burstpool/planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "burstpool/error.hpp"
+
+namespace burstpool {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The model as the planner walks it: chains, and fork/join blocks whose
+// branches are chains (possibly empty).
+struct Block {
+  std::vector<int> chain;                     // layers run one after another (chain block)
+  int fork = -1, join = -1;                   // fork/join block
+  std::vector<std::vector<int>> branches;     // layers of each branch, fork excluded, join excluded
+};
+
+std::vector<Block> decompose(const CostModel& cm, const std::string& source) {
+  const int L = cm.layers();
+  std::vector<std::vector<int>> consumers(L);
+  for (int i = 0; i < L; ++i)
+    for (int p : cm.inputs()[i]) consumers[p].push_back(i);
+  std::vector<Block> blocks;
+  int c = 0;  // the input layer comes first in topological order
+  BP_CHECK(cm.inputs()[0].empty(), "first layer is not the input");
+  Block chain;
+  chain.chain.push_back(0);
+  auto unsupported = [&](int at) {
+    return Error(fmt::format("{}: the planner handles chains and single-level fork/join blocks; the structure at layer "
+                             "'{}' is neither",
+                             source, cm.names()[at]));
+  };
+  while (!consumers[c].empty()) {
+    if (consumers[c].size() == 1 && cm.inputs()[consumers[c][0]].size() == 1) {
+      c = consumers[c][0];
+      chain.chain.push_back(c);
+      continue;
+    }
+    if (consumers[c].size() == 1) throw unsupported(consumers[c][0]);
+    blocks.push_back(chain);
+    chain = Block();
+    Block fj;
+    fj.fork = c;
+    for (int first : consumers[c]) {
+      std::vector<int> branch;
+      int n = first;
+      while (cm.inputs()[n].size() == 1 && consumers[n].size() == 1) {
+        branch.push_back(n);
+        n = consumers[n][0];
+      }
+      if (cm.inputs()[n].size() < 2) throw unsupported(n);
+      if (fj.join < 0) fj.join = n;
+      if (fj.join != n) throw unsupported(n);
+      fj.branches.push_back(branch);
+    }
+    if (cm.inputs()[fj.join].size() != fj.branches.size()) throw unsupported(fj.join);
+    blocks.push_back(fj);
+    c = fj.join;
+    chain.chain.push_back(c);
+  }
+  blocks.push_back(chain);
+  return blocks;
+}
+
+}  // namespace
+
+CostModel::CostModel(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& o) : o_(o) {
+  if (o.ranks < 1) throw Error(fmt::format("--ranks {} must be >= 1", o.ranks));
+  if (o.global_batch < 1) throw Error(fmt::format("--global-batch {} must be >= 1", o.global_batch));
+  if (!(o.amp_limit >= 1)) throw Error(fmt::format("--amp-limit {} must be >= 1", o.amp_limit));
+  if (!(o.p2p.bandwidth_bytes_per_s > 0) || !(o.allreduce.bandwidth_bytes_per_s > 0) || o.p2p.latency_s < 0 ||
+      o.allreduce.latency_s < 0)
+    throw Error("the network model needs positive bandwidths and non-negative latencies");
+  const std::vector<int> order = spec.topological_order();
+  std::vector<int> position(order.size());
+  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = static_cast<int>(i);
+  batches_ = profile.batches;
+  for (int idx : order) {
+    const LayerSpec& l = spec.layers[idx];
+    names_.push_back(l.name);
+    std::vector<int> in;
+    for (const std::string& p : l.inputs) in.push_back(position[spec.find(p)]);
+    inputs_.push_back(in);
+    const LayerProfile* found = nullptr;
+    for (const LayerProfile& lp : profile.layers)
+      if (lp.name == l.name) found = &lp;
+    if (!found) throw Error(fmt::format("the profile has no layer '{}'", l.name));
+    prof_.push_back(found);
+  }
+}
+
+double CostModel::compute(int layer, int n) const {
+  const int b = (o_.global_batch + n - 1) / n;
+  const LayerProfile& p = *prof_[layer];
+  auto at = [&](size_t k) { return (p.forward_ms[k] + p.backward_ms[k]) * 1e-3; };
+  const size_t last = batches_.size() - 1;
+  if (b <= batches_[0]) return at(0);
+  if (b >= batches_[last]) return at(last) * b / batches_[last];
+  size_t k = 0;
+  while (batches_[k + 1] < b) ++k;
+  const double f = static_cast<double>(b - batches_[k]) / (batches_[k + 1] - batches_[k]);
+  return at(k) + f * (at(k + 1) - at(k));
+}
+
+double CostModel::sync(int layer, int n) const {
+  const double bytes = prof_[layer]->parameter_bytes;
+  if (n == 1 || bytes == 0) return 0.0;
+  return o_.allreduce.latency_s + 2.0 * (n - 1) / n * bytes / o_.allreduce.bandwidth_bytes_per_s;
+}
+
+double CostModel::transfer(int producer, int from_n, int to_n) const {
+  if (from_n == to_n) return 0.0;
+  const double lo = std::min(from_n, to_n), hi = std::max(from_n, to_n);
+  const double bytes = prof_[producer]->activation_bytes_per_sample * o_.global_batch * (1.0 / lo - 1.0 / hi);
+  return 2.0 * (o_.p2p.latency_s + bytes / o_.p2p.bandwidth_bytes_per_s);
+}
+
+bool CostModel::allowed(int layer, int n) const {
+  if (n > o_.global_batch) return false;
+  if (!std::isfinite(o_.amp_limit)) return true;
+  const double one = compute(layer, 1);
+  if (o_.soft_limit && one < 300e-6) return true;
+  return n * compute(layer, n) <= o_.amp_limit * one * (1 + 1e-12);
+}
+
+namespace {
+
+// Assignment -> predicted iteration time, walking the same blocks.
+PlanResult evaluate(const CostModel& cm, const std::vector<Block>& blocks, const std::vector<int>& n,
+                    const ModelSpec& spec, const PlannerOptions& o) {
+  PlanResult r;
+  const int L = cm.layers();
+  r.layers.resize(L);
+  auto step = [&](int layer, int prev) {
+    PlannedLayer& p = r.layers[layer];
+    p.name = cm.names()[layer];
+    p.ranks = n[layer];
+    p.compute_s = cm.compute(layer, n[layer]);
+    p.sync_s = cm.sync(layer, n[layer]);
+    p.transfer_s = prev < 0 ? 0.0 : cm.transfer(prev, n[prev], n[layer]);
+    const double one = cm.compute(layer, 1);
+    p.amplification = one > 0 ? n[layer] * p.compute_s / one : 1.0;
+    r.device_s += n[layer] * (p.compute_s + p.sync_s);
+    return p.compute_s + p.sync_s + p.transfer_s;
+  };
+  double t = 0;
+  int prev = -1;
+  for (const Block& b : blocks) {
+    if (b.fork < 0) {
+      for (int layer : b.chain) {
+        t += step(layer, prev);
+        prev = layer;
+      }
+      continue;
+    }
+    double slowest = 0;
+    for (const auto& branch : b.branches) {
+      double bt = 0;
+      int last = b.fork;
+      for (int layer : branch) {
+        bt += step(layer, last);
+        last = layer;
+      }
+      slowest = std::max(slowest, bt + cm.transfer(last, n[last], n[b.join]));
+    }
+    t += slowest;
+    prev = -1;  // the join's incoming transfers are in `slowest`
+    // The join itself starts the next chain block with no transfer of its own.
+    (void)spec;
+  }
+  r.iteration_s = t;
+  r.plan.global_batch = o.global_batch;
+  r.plan.ranks = o.ranks;
+  r.plan.source = "planner";
+  for (const LayerSpec& l : spec.layers) {
+    int pos = 0;
+    while (cm.names()[pos] != l.name) ++pos;
+    RankSet set(n[pos]);
+    for (int k = 0; k < n[pos]; ++k) set[k] = k;
+    r.plan.layer_names.push_back(l.name);
+    r.plan.layer_ranks.push_back(set);
+  }
+  return r;
+}
+
+}  // namespace
+
+PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& o) {
+  const CostModel cm(spec, profile, o);
+  const std::vector<Block> blocks = decompose(cm, spec.source);
+  const int N = o.ranks, L = cm.layers();
+  std::vector<std::vector<int>> arg(L, std::vector<int>(N + 1, 0));  // best predecessor state per layer and state
+  // Per fork block: best fork state for each join state, and per branch the
+  // chosen end state and the chain arguments for each fork state.
+  struct ForkChoice {
+    std::vector<int> fork_state;                                 // [n_join]
+    std::vector<std::vector<std::vector<int>>> end_state;         // [branch][n_fork][n_join]
+    std::vector<std::vector<std::vector<std::vector<int>>>> args;  // [branch][n_fork][layer k][n]
+  };
+  std::vector<ForkChoice> forks(blocks.size());
+
+  // Extends cost vector `t` (state of layer `prev`) through `layers`; records arguments.
+  auto run_chain = [&](const std::vector<int>& layers, int prev, std::vector<double> t,
+                       std::vector<std::vector<int>>& args) {
+    for (int layer : layers) {
+      std::vector<double> next(N + 1, kInf);
+      std::vector<int> best(N + 1, 0);
+      for (int n = 1; n <= N; ++n) {
+        if (!cm.allowed(layer, n)) continue;
+        const double own = cm.compute(layer, n) + cm.sync(layer, n);
+        for (int m = 1; m <= N; ++m) {
+          if (t[m] == kInf) continue;
+          const double v = t[m] + (prev < 0 ? 0.0 : cm.transfer(prev, m, n)) + own;
+          if (v < next[n]) next[n] = v, best[n] = m;
+        }
+      }
+      args.push_back(best);
+      t = next;
+      prev = layer;
+    }
+    return t;
+  };
+
+  std::vector<double> t(N + 1, 0.0);  // before the input layer: any state, no cost
+  t[0] = kInf;
+  int prev = -1;
+  std::vector<std::vector<std::vector<int>>> chain_args(blocks.size());
+  for (size_t bi = 0; bi < blocks.size(); ++bi) {
+    const Block& b = blocks[bi];
+    if (b.fork < 0) {
+      // The chain's first layer continues from `prev` (or is the input / a join already costed).
+      std::vector<int> rest = b.chain;
+      if (bi > 0) rest.erase(rest.begin());  // the join, costed with its fork block
+      t = run_chain(rest, bi > 0 ? b.chain.front() : -1, t, chain_args[bi]);
+      prev = b.chain.back();
+      continue;
+    }
+    ForkChoice& fc = forks[bi];
+    const size_t nb = b.branches.size();
+    fc.end_state.assign(nb, std::vector<std::vector<int>>(N + 1, std::vector<int>(N + 1, 0)));
+    fc.args.assign(nb, std::vector<std::vector<std::vector<int>>>(N + 1));
+    // branch_cost[br][n_fork][n_join] = min over end states of branch cost + transfer into the join.
+    std::vector<std::vector<std::vector<double>>> cost(nb,
+                                                       std::vector<std::vector<double>>(N + 1, std::vector<double>(N + 1, kInf)));
+    for (size_t br = 0; br < nb; ++br) {
+      const auto& layers = b.branches[br];
+      const int end = layers.empty() ? b.fork : layers.back();
+      for (int nf = 1; nf <= N; ++nf) {
+        if (t[nf] == kInf) continue;
+        std::vector<double> start(N + 1, kInf);
+        start[nf] = 0.0;
+        const std::vector<double> out = run_chain(layers, b.fork, start, fc.args[br][nf]);
+        for (int nj = 1; nj <= N; ++nj)
+          for (int ne = 1; ne <= N; ++ne) {
+            if (out[ne] == kInf) continue;
+            const double v = out[ne] + cm.transfer(end, ne, nj);
+            if (v < cost[br][nf][nj]) cost[br][nf][nj] = v, fc.end_state[br][nf][nj] = ne;
+          }
+      }
+    }
+    std::vector<double> next(N + 1, kInf);
+    fc.fork_state.assign(N + 1, 0);
+    for (int nj = 1; nj <= N; ++nj) {
+      if (!cm.allowed(b.join, nj)) continue;
+      const double own = cm.compute(b.join, nj) + cm.sync(b.join, nj);
+      for (int nf = 1; nf <= N; ++nf) {
+        if (t[nf] == kInf) continue;
+        double slowest = 0;
+        for (size_t br = 0; br < nb; ++br) slowest = std::max(slowest, cost[br][nf][nj]);
+        const double v = t[nf] + slowest + own;
+        if (v < next[nj]) next[nj] = v, fc.fork_state[nj] = nf;
+      }
+    }
+    t = next;
+    prev = b.join;
+  }
+  (void)prev;
+
+  // Backtrack from the best final state.
+  std::vector<int> n(L, 1);
+  const int final_state = static_cast<int>(std::min_element(t.begin() + 1, t.end()) - t.begin());
+  int state = final_state;
+  if (t[state] == kInf) throw Error("no plan satisfies the amplification limit (this cannot happen with n = 1 allowed)");
+  for (int bi = static_cast<int>(blocks.size()) - 1; bi >= 0; --bi) {
+    const Block& b = blocks[bi];
+    if (b.fork < 0) {
+      std::vector<int> rest = b.chain;
+      if (bi > 0) rest.erase(rest.begin());
+      for (int k = static_cast<int>(rest.size()) - 1; k >= 0; --k) {
+        n[rest[k]] = state;
+        state = chain_args[bi][k][state];
+      }
+      if (bi > 0) n[b.chain.front()] = state;  // the join's state
+      continue;
+    }
+    const int nj = state, nf = forks[bi].fork_state[nj];
+    n[b.join] = nj;
+    for (size_t br = 0; br < b.branches.size(); ++br) {
+      int s = forks[bi].end_state[br][nf][nj];
+      const auto& layers = b.branches[br];
+      for (int k = static_cast<int>(layers.size()) - 1; k >= 0; --k) {
+        n[layers[k]] = s;
+        s = forks[bi].args[br][nf][k][s];
+      }
+    }
+    state = nf;
+  }
+  PlanResult result = evaluate(cm, blocks, n, spec, o);
+  // The program's own optimum must be what its assignment costs when walked.
+  BP_CHECK(std::fabs(result.iteration_s - t[final_state]) <= 1e-9 * std::max(1e-9, t[final_state]),
+           "planner inconsistency: program value {} vs assignment cost {}", t[final_state], result.iteration_s);
+  return result;
+}
+
+PlanResult plan_exhaustive(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& o) {
+  const CostModel cm(spec, profile, o);
+  const std::vector<Block> blocks = decompose(cm, spec.source);
+  const int L = cm.layers();
+  std::vector<int> n(L, 1);
+  PlanResult best;
+  best.iteration_s = kInf;
+  std::function<void(int)> visit = [&](int layer) {
+    if (layer == L) {
+      PlanResult r = evaluate(cm, blocks, n, spec, o);
+      if (r.iteration_s < best.iteration_s) best = r;
+      return;
+    }
+    for (int k = 1; k <= o.ranks; ++k)
+      if (cm.allowed(layer, k)) {
+        n[layer] = k;
+        visit(layer + 1);
+      }
+  };
+  visit(0);
+  return best;
+}
+
+}  // namespace burstpool
