@@ -158,18 +158,15 @@ PlanResult evaluate(const CostModel& cm, const std::vector<Block>& blocks, const
       }
       continue;
     }
-    double slowest = 0;
     for (const auto& branch : b.branches) {
-      double bt = 0;
       int last = b.fork;
       for (int layer : branch) {
-        bt += step(layer, last);
+        t += step(layer, last);
         last = layer;
       }
-      slowest = std::max(slowest, bt + cm.transfer(last, n[last], n[b.join]));
+      t += cm.transfer(last, n[last], n[b.join]);
     }
-    t += slowest;
-    prev = -1;  // the join's incoming transfers are in `slowest`
+    prev = -1;  // the join's incoming transfers are counted above
     // The join itself starts the next chain block with no transfer of its own.
     (void)spec;
   }
@@ -244,7 +241,9 @@ PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const 
     const size_t nb = b.branches.size();
     fc.end_state.assign(nb, std::vector<std::vector<int>>(N + 1, std::vector<int>(N + 1, 0)));
     fc.args.assign(nb, std::vector<std::vector<std::vector<int>>>(N + 1));
-    // branch_cost[br][n_fork][n_join] = min over end states of branch cost + transfer into the join.
+    // cost[br][n_fork][n_join] = min over end states of branch cost + transfer into the join.
+    // Given the fork's and the join's counts the branches are independent, so
+    // choosing each branch's best and adding them is exact.
     std::vector<std::vector<std::vector<double>>> cost(nb,
                                                        std::vector<std::vector<double>>(N + 1, std::vector<double>(N + 1, kInf)));
     for (size_t br = 0; br < nb; ++br) {
@@ -270,9 +269,9 @@ PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const 
       const double own = cm.compute(b.join, nj) + cm.sync(b.join, nj);
       for (int nf = 1; nf <= N; ++nf) {
         if (t[nf] == kInf) continue;
-        double slowest = 0;
-        for (size_t br = 0; br < nb; ++br) slowest = std::max(slowest, cost[br][nf][nj]);
-        const double v = t[nf] + slowest + own;
+        double branches = 0;
+        for (size_t br = 0; br < nb; ++br) branches += cost[br][nf][nj];
+        const double v = t[nf] + branches + own;
         if (v < next[nj]) next[nj] = v, fc.fork_state[nj] = nf;
       }
     }
@@ -315,6 +314,18 @@ PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const 
   BP_CHECK(std::fabs(result.iteration_s - t[final_state]) <= 1e-9 * std::max(1e-9, t[final_state]),
            "planner inconsistency: program value {} vs assignment cost {}", t[final_state], result.iteration_s);
   return result;
+}
+
+PlanResult plan_cost(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& o, const Plan& plan) {
+  const CostModel cm(spec, profile, o);
+  std::vector<int> n;
+  for (const std::string& name : cm.names()) {
+    const RankSet& set = plan.ranks_of(name);
+    for (size_t k = 0; k < set.size(); ++k)
+      if (set[k] != static_cast<int>(k)) throw Error(fmt::format("{}: layer '{}' does not use a prefix rank set", plan.source, name));
+    n.push_back(static_cast<int>(set.size()));
+  }
+  return evaluate(cm, decompose(cm, spec.source), n, spec, o);
 }
 
 PlanResult plan_exhaustive(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& o) {

@@ -11,9 +11,11 @@
 //   Xfer(a->b) 0 if a = b, else twice (activations forward, gradients back)
 //              latency + act bytes/sample x B (1/min(a,b) - 1/max(a,b)) / p2p
 //              bandwidth: what the busiest rank sends or receives.
-// A chain costs the sum of its layers' G + Sync + incoming Xfer. Branches
-// between a fork and its join run at once: the join waits for the slowest
-// branch. Amplification limit A: layer l may use n ranks only if
+// A step costs the sum over layers of G + Sync + incoming Xfer, branches
+// included: the planner's rank sets are prefixes, so the branches between a
+// fork and its join share rank 0 and run one after another, as the runtime
+// walks them (disjoint branch sets that run at once are not modelled yet).
+// Amplification limit A: layer l may use n ranks only if
 // n G(l, n) <= A G(l, 1) (hard; the soft rule of the original also exempts
 // layers under 300 us and falls back to the least amplified choice).
 //
@@ -70,6 +72,11 @@ class CostModel {
   std::vector<int> batches_;
   PlannerOptions o_;
 };
+
+// The predicted cost of a given plan whose layers use prefix rank sets (data
+// parallel, or a plan written by plan_model).
+PlanResult plan_cost(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& options,
+                     const Plan& plan);
 
 // Exhaustive search over every assignment (small models and N only), same cost model.
 PlanResult plan_exhaustive(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& options);

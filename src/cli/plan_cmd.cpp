@@ -11,13 +11,14 @@
 #include "burstpool/plan.hpp"
 #include "burstpool/planner.hpp"
 #include "burstpool/profile.hpp"
+#include "burstpool/trainer.hpp"
 #include "commands.hpp"
 
 namespace burstpool::cli {
 
 namespace {
 struct PlanArgs {
-  std::string model, out, profile, network, amp = "2";
+  std::string model, out, profile, network, summary, amp = "2";
   bool data_parallel = false, soft = false;
   int ranks = 0, batch = 0;
   double bandwidth_gbps = -1, latency_us = -1;
@@ -48,6 +49,8 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--amp-limit", args->amp, "Amplification limit A >= 1, or 'none'");
   sub->add_flag("--soft-limit", args->soft, "The original soft rule: layers under 300 us are exempt");
   sub->add_option("--out", args->out, "Plan file to write (JSON)");
+  sub->add_option("--summary", args->summary,
+                  "Write the predicted iteration time and device-time of the plan and of data parallel (JSON)");
   return {sub, [args] {
             if (args->ranks < 1) throw Error(fmt::format("--ranks {} must be >= 1", args->ranks));
             if (args->batch < 1) throw Error(fmt::format("--global-batch {} must be >= 1", args->batch));
@@ -90,6 +93,20 @@ Command add_plan(CLI::App& app) {
             if (!args->out.empty()) {
               save_plan(r.plan, args->out);
               fmt::print("wrote {}\n", args->out);
+            }
+            if (!args->summary.empty()) {
+              // Data parallel can use at most one rank per sample.
+              const PlanResult dp =
+                  plan_cost(spec, profile, o, data_parallel_plan(spec, std::min(o.ranks, o.global_batch), o.global_batch));
+              std::vector<int> counts;
+              for (const PlannedLayer& l : r.layers) counts.push_back(l.ranks);
+              write_json(args->summary,
+                         {{"model", spec.name}, {"ranks", o.ranks}, {"global_batch", o.global_batch},
+                          {"amp_limit", std::isfinite(o.amp_limit) ? nlohmann::json(o.amp_limit) : nlohmann::json("none")},
+                          {"iteration_s", r.iteration_s}, {"device_s", r.device_s},
+                          {"data_parallel_iteration_s", dp.iteration_s}, {"data_parallel_device_s", dp.device_s},
+                          {"layer_ranks", counts}, {"planning_seconds", took}, {"profile_device", profile.device},
+                          {"profile_threads", profile.threads}});
             }
           }};
 }
