@@ -9,6 +9,7 @@
 #include "burstpool/error.hpp"
 #include "burstpool/model.hpp"
 #include "burstpool/model_io.hpp"
+#include "burstpool/optimizer.hpp"
 #include "burstpool/profile.hpp"
 #include "burstpool/runtime.hpp"
 
@@ -93,8 +94,24 @@ ModelProfile profile_model(const ModelSpec& spec, const ProfileOptions& options)
       p.layers[i].forward_ms.push_back(time_ms([&] { m.forward_layer(i, ctx); }, options.warmup, options.repeats));
       p.layers[i].backward_ms.push_back(time_ms([&] { m.backward_layer(i, ctx); }, options.warmup, options.repeats));
     }
+    Sgd sgd(m, {});
+    p.step_ms.push_back(time_ms(
+        [&] {
+          m.load_batch(images.data());
+          m.forward(ctx);
+          m.backward(ctx);
+          sgd.step(0.0f);  // the optimizer's work, without changing the model
+        },
+        options.warmup, options.repeats));
   }
   return p;
+}
+
+double ModelProfile::calibration(size_t k) const {
+  if (k >= step_ms.size()) return 1.0;
+  double sum = 0;
+  for (const LayerProfile& l : layers) sum += l.forward_ms[k] + l.backward_ms[k];
+  return sum > 0 ? step_ms[k] / sum : 1.0;
 }
 
 void save_profile(const ModelProfile& p, const std::string& path) {
@@ -105,7 +122,7 @@ void save_profile(const ModelProfile& p, const std::string& path) {
                       {"backward_ms", l.backward_ms}});
   write_json_file(path, {{"format", "burstpool-profile"}, {"version", 1}, {"model", p.model},
                          {"fingerprint", p.fingerprint}, {"device", p.device}, {"threads", p.threads},
-                         {"batches", p.batches}, {"layers", layers}});
+                         {"batches", p.batches}, {"step_ms", p.step_ms}, {"layers", layers}});
 }
 
 ModelProfile load_profile(const std::string& path, const ModelSpec& spec) {
@@ -118,6 +135,9 @@ ModelProfile load_profile(const std::string& path, const ModelSpec& spec) {
     p.device = j.at("device");
     p.threads = j.at("threads");
     p.batches = j.at("batches").get<std::vector<int>>();
+    if (j.contains("step_ms")) p.step_ms = j.at("step_ms").get<std::vector<double>>();
+    if (!p.step_ms.empty() && p.step_ms.size() != p.batches.size())
+      throw Error(fmt::format("{}: {} step times for {} batches", path, p.step_ms.size(), p.batches.size()));
     if (p.fingerprint != model_fingerprint(spec))
       throw Error(fmt::format("{}: this profile belongs to model '{}' (fingerprint {}), not to '{}' from {}", path,
                               p.model, p.fingerprint, spec.name, spec.source));

@@ -4,6 +4,7 @@
 // Cost model (times in seconds, global batch B, a layer on n ranks uses the
 // prefix 0..n-1 and holds ceil(B/n) samples per rank):
 //   G(l, n)    profiled forward+backward time at per-device batch ceil(B/n),
+//              calibrated so the layers add up to the measured whole step,
 //              interpolated linearly between measured batches (scaled by the
 //              per-sample time of the largest one beyond it);
 //   Sync(l, n) 0 for n = 1 or no parameters, else the ring allreduce
@@ -70,6 +71,7 @@ class CostModel {
   std::vector<std::vector<int>> inputs_;
   std::vector<const LayerProfile*> prof_;
   std::vector<int> batches_;
+  std::vector<double> calibration_;  // ModelProfile::calibration per batch
   PlannerOptions o_;
 };
 

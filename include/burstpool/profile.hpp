@@ -29,6 +29,13 @@ struct ModelProfile {
   int threads = 1;
   std::vector<int> batches;  // per-device batch sizes measured
   std::vector<LayerProfile> layers;
+  // Whole training step (forward, backward, SGD) in ms per batch, measured as
+  // one piece: layers timed alone run with warm caches, so their sum falls
+  // short of a real step. Empty in older profiles.
+  std::vector<double> step_ms;
+
+  // step_ms / sum of layer times at batch index k (1 without step_ms).
+  double calibration(size_t k) const;
 };
 
 // Stable fingerprint of an architecture (not of weights).

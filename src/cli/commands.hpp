@@ -17,5 +17,6 @@ Command add_convert(CLI::App& app);
 Command add_keys(CLI::App& app);
 Command add_plan(CLI::App& app);
 Command add_profile(CLI::App& app);
+Command add_simulate(CLI::App& app);
 
 }  // namespace burstpool::cli

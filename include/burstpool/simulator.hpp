@@ -1,0 +1,29 @@
+#pragma once
+// The simulator: what a plan does per rank, step by step, without running it.
+//
+// It replays the executor's schedule on one clock per rank: forward in
+// topological order (slice pieces between differing rank sets complete when
+// both sides are ready plus latency + bytes / bandwidth; each rank of a layer
+// computes its slice for the profiled forward time; batch norm waits for its
+// group), then backward in reverse with the profiled backward times and the
+// gradient pieces sent back. Each layer's gradient allreduce starts when the
+// last rank of its group finishes the layer, runs while backward goes on
+// (one at a time per group), and the step ends on a rank when its compute and
+// its reductions are done.
+#include <string>
+#include <vector>
+
+#include "burstpool/plan.hpp"
+#include "burstpool/profile.hpp"
+
+namespace burstpool {
+
+struct Simulation {
+  double iteration_s = 0;
+  std::vector<double> busy_s, idle_s;  // per rank: computing, and the rest of the step
+};
+
+Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
+                    const LinkModel& allreduce);
+
+}  // namespace burstpool

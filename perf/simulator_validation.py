@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Simulator against real runs on this machine: for lenet5 and vgg_small at
+global batch 64, plans on 1 and 2 ranks (data parallel, the classifier head on
+one rank, and the head on a non-prefix rank), the iteration time that
+`burstpool simulate` predicts from a 1-thread layer profile (made alone for
+1-rank plans, and by 2 processes at once under mpirun for 2-rank plans, as the
+ranks then share the machine) and a measured network profile, against the
+measured time per training step (one thread per rank). Reports the relative
+error of each.
+
+Usage: perf/simulator_validation.py [--build build] [--out perf/results/simulator_validation]
+"""
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BATCH = 64
+STEPS = {"lenet5": 400, "vgg_small": 30}
+ENV = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_mpi_yield_when_idle="1")
+
+
+def run(cmd):
+    return subprocess.run(cmd, env=ENV, check=True, capture_output=True, text=True).stdout
+
+
+def plans(build, tmp, model):
+    out = {}
+    for ranks in (1, 2):
+        path = os.path.join(tmp, f"{model}-dp{ranks}.json")
+        run([f"{build}/burstpool", "plan", "--data-parallel", f"{ROOT}/jobs/models/{model}.ini", "--ranks", str(ranks),
+             "--global-batch", str(BATCH), "--out", path])
+        out[f"data parallel, {ranks} rank(s)"] = (ranks, path)
+    for name, head in (("head on rank 0", [0]), ("head on rank 1 (non-prefix)", [1])):
+        dp = json.load(open(out["data parallel, 2 rank(s)"][1]))
+        seen_head = False
+        for layer in dp["layers"]:
+            seen_head = seen_head or layer["name"].startswith("fc")
+            if seen_head:
+                layer["ranks"] = head
+        path = os.path.join(tmp, f"{model}-{head[0]}.json")
+        json.dump(dp, open(path, "w"))
+        out[f"2 ranks, {name}"] = (2, path)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "perf/results/simulator_validation"))
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        net = os.path.join(tmp, "net.json")
+        run(["mpirun", "-np", "2", f"{args.build}/burstpool", "profile", "--network", "--max-bytes", "16000000",
+             "--out", net])
+        for model in STEPS:
+            # Profiles as the ranks will run: alone, and two processes sharing the machine.
+            profiles = {}
+            for ranks in (1, 2):
+                profiles[ranks] = os.path.join(tmp, f"{model}.{ranks}.prof.json")
+                cmd = [f"{args.build}/burstpool", "profile", f"{ROOT}/jobs/models/{model}.ini", "--batches",
+                       "1,2,4,8,16,32,64", "--warmup", "2", "--repeats", "5", "--out", profiles[ranks]]
+                run(cmd if ranks == 1 else ["mpirun", "-np", str(ranks), *cmd])
+            job = os.path.join(tmp, f"{model}.ini")
+            open(job, "w").write(f"[job]\nmodel = {ROOT}/jobs/models/{model}.ini\n[data]\nsource = synthetic\n"
+                                 "synthetic_train_samples = 1024\nsynthetic_test_samples = 0\n"
+                                 f"[train]\nbatch_size = {BATCH}\nlog_every = 100000\n")
+            for name, (ranks, plan) in plans(args.build, tmp, model).items():
+                sim = os.path.join(tmp, "sim.json")
+                run([f"{args.build}/burstpool", "simulate", plan, "--model", f"{ROOT}/jobs/models/{model}.ini",
+                     "--profile", profiles[ranks], "--network", net, "--out", sim])
+                predicted = json.load(open(sim))["iteration_s"]
+                metrics = os.path.join(tmp, "m.json")
+                cmd = [f"{args.build}/burstpool", "train", job, "--steps", str(STEPS[model]), "--plan", plan,
+                       "--metrics", metrics]
+                run(cmd if ranks == 1 else ["mpirun", "-np", str(ranks), *cmd])
+                m = json.load(open(metrics))
+                measured = m["train_seconds"] / m["steps"]
+                rows.append({"model": model, "plan": name, "predicted_ms": 1e3 * predicted,
+                             "measured_ms": 1e3 * measured, "error": predicted / measured - 1})
+                print(rows[-1], flush=True)
+    lines = [f"Simulator against measured steps, global batch {BATCH}, one thread per rank (this 2-core machine).", "",
+             "| model | plan | predicted ms | measured ms | error |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['plan']} | {r['predicted_ms']:.2f} | {r['measured_ms']:.2f} | "
+                     f"{100 * r['error']:+.0f}% |")
+    worst = max(abs(r["error"]) for r in rows)
+    lines += ["", f"Largest error: {100 * worst:.0f}%."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    open(args.out + ".md", "w").write(text)
+    json.dump(rows, open(args.out + ".json", "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+// burstpool simulate PLAN.json --model MODEL --profile P (--network NET | --bandwidth GBPS --latency US) [--out SIM.json]
+#include <fmt/format.h>
+
+#include "burstpool/error.hpp"
+#include "burstpool/model_io.hpp"
+#include "burstpool/simulator.hpp"
+#include "burstpool/trainer.hpp"
+#include "commands.hpp"
+
+namespace burstpool::cli {
+
+namespace {
+struct SimulateArgs {
+  std::string plan, model, profile, network, out;
+  double bandwidth_gbps = -1, latency_us = -1;
+};
+}  // namespace
+
+Command add_simulate(CLI::App& app) {
+  auto args = std::make_shared<SimulateArgs>();
+  CLI::App* sub = app.add_subcommand("simulate", "Predict a plan's iteration time and per-rank busy/idle time");
+  sub->add_option("plan", args->plan, "Plan file (JSON)")->required();
+  sub->add_option("--model", args->model, "Model file the plan is for")->required();
+  sub->add_option("--profile", args->profile, "Layer profile of the model")->required();
+  sub->add_option("--network", args->network, "Network profile");
+  sub->add_option("--bandwidth", args->bandwidth_gbps, "Network bandwidth in GB/s (instead of --network)");
+  sub->add_option("--latency", args->latency_us, "Network latency in microseconds (instead of --network)");
+  sub->add_option("--out", args->out, "Write the prediction (JSON)");
+  return {sub, [args] {
+            ModelSpec spec = load_model_spec(args->model);
+            ModelProfile profile = load_profile(args->profile, spec);
+            Plan plan = load_plan(args->plan);
+            LinkModel p2p, all;
+            if (!args->network.empty()) {
+              NetworkProfile net = load_network(args->network);
+              p2p = net.p2p;
+              all = net.allreduce;
+            } else if (args->bandwidth_gbps > 0 && args->latency_us >= 0) {
+              p2p = all = {args->latency_us * 1e-6, args->bandwidth_gbps * 1e9};
+            } else {
+              throw Error("simulate needs --network NET.json, or --bandwidth GB/s (> 0) and --latency us (>= 0)");
+            }
+            Simulation sim = simulate(spec, profile, plan, p2p, all);
+            fmt::print("predicted iteration {:.3f} ms ({:.0f} samples/s) on {} ranks, global batch {}\n",
+                       1e3 * sim.iteration_s, plan.global_batch / sim.iteration_s, plan.ranks, plan.global_batch);
+            for (int r = 0; r < plan.ranks; ++r)
+              fmt::print("rank {:>3}: busy {:8.3f} ms, idle {:8.3f} ms ({:.0f}% idle)\n", r, 1e3 * sim.busy_s[r],
+                         1e3 * sim.idle_s[r], 100 * sim.idle_s[r] / sim.iteration_s);
+            if (!args->out.empty())
+              write_json(args->out, {{"iteration_s", sim.iteration_s}, {"busy_s", sim.busy_s}, {"idle_s", sim.idle_s},
+                                     {"ranks", plan.ranks}, {"global_batch", plan.global_batch}});
+          }};
+}
+
+}  // namespace burstpool::cli
