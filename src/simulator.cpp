@@ -103,4 +103,20 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
   return sim;
 }
 
+BackgroundPrediction predict_background(const Simulation& fg, const ModelSpec& spec, const ModelProfile& profile,
+                                        int ranks, int global_batch, const LinkModel& p2p, const LinkModel& allreduce) {
+  if (global_batch < ranks)
+    throw Error(fmt::format("background batch {} is smaller than the {} ranks it would run on", global_batch, ranks));
+  const Simulation alone =
+      simulate(spec, profile, data_parallel_plan(spec, ranks, global_batch), p2p, allreduce);
+  BackgroundPrediction b;
+  b.alone_samples_per_second = global_batch / alone.iteration_s;
+  double idle = 0;
+  for (double s : fg.idle_s) idle += s;
+  b.idle_share = idle / (ranks * fg.iteration_s);
+  b.shared_samples_per_second = b.idle_share * b.alone_samples_per_second;
+  b.cluster_throughput = 1.0 + b.idle_share;
+  return b;
+}
+
 }  // namespace burstpool

@@ -26,4 +26,17 @@ struct Simulation {
 Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
                     const LinkModel& allreduce);
 
+// A background job training data parallel on the same ranks, filling the
+// time the foreground leaves idle (the model assumes it uses idle time fully
+// and never delays the foreground).
+struct BackgroundPrediction {
+  double alone_samples_per_second = 0;   // the background on all ranks by itself
+  double shared_samples_per_second = 0;  // in the foreground's idle time
+  double idle_share = 0;                 // sum of idle / (ranks x foreground step)
+  double cluster_throughput = 0;         // 1 (foreground unchanged) + shared / alone
+};
+BackgroundPrediction predict_background(const Simulation& foreground, const ModelSpec& spec,
+                                        const ModelProfile& profile, int ranks, int global_batch,
+                                        const LinkModel& p2p, const LinkModel& allreduce);
+
 }  // namespace burstpool

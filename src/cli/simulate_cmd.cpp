@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "burstpool/error.hpp"
+#include "burstpool/job.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/simulator.hpp"
 #include "burstpool/trainer.hpp"
@@ -11,7 +12,7 @@ namespace burstpool::cli {
 
 namespace {
 struct SimulateArgs {
-  std::string plan, model, profile, network, out;
+  std::string plan, model, profile, network, out, background, background_profile;
   double bandwidth_gbps = -1, latency_us = -1;
 };
 }  // namespace
@@ -25,6 +26,8 @@ Command add_simulate(CLI::App& app) {
   sub->add_option("--network", args->network, "Network profile");
   sub->add_option("--bandwidth", args->bandwidth_gbps, "Network bandwidth in GB/s (instead of --network)");
   sub->add_option("--latency", args->latency_us, "Network latency in microseconds (instead of --network)");
+  sub->add_option("--background", args->background, "Background job file (INI), data parallel on the same ranks");
+  sub->add_option("--background-profile", args->background_profile, "Layer profile of the background job's model");
   sub->add_option("--out", args->out, "Write the prediction (JSON)");
   return {sub, [args] {
             ModelSpec spec = load_model_spec(args->model);
@@ -46,9 +49,25 @@ Command add_simulate(CLI::App& app) {
             for (int r = 0; r < plan.ranks; ++r)
               fmt::print("rank {:>3}: busy {:8.3f} ms, idle {:8.3f} ms ({:.0f}% idle)\n", r, 1e3 * sim.busy_s[r],
                          1e3 * sim.idle_s[r], 100 * sim.idle_s[r] / sim.iteration_s);
-            if (!args->out.empty())
-              write_json(args->out, {{"iteration_s", sim.iteration_s}, {"busy_s", sim.busy_s}, {"idle_s", sim.idle_s},
-                                     {"ranks", plan.ranks}, {"global_batch", plan.global_batch}});
+            nlohmann::json out = {{"iteration_s", sim.iteration_s}, {"busy_s", sim.busy_s}, {"idle_s", sim.idle_s},
+                                  {"ranks", plan.ranks}, {"global_batch", plan.global_batch}};
+            if (!args->background.empty()) {
+              if (args->background_profile.empty()) throw Error("--background needs --background-profile");
+              JobConfig bg = load_job(args->background);
+              ModelSpec bg_spec = load_model_spec(bg.model_path);
+              ModelProfile bg_profile = load_profile(args->background_profile, bg_spec);
+              BackgroundPrediction b = predict_background(sim, bg_spec, bg_profile, plan.ranks, bg.batch_size, p2p, all);
+              fmt::print("background '{}': {:.0f} samples/s alone on {} ranks, {:.0f} samples/s in the foreground's "
+                         "idle time ({:.0f}% of rank time); predicted cluster throughput {:.2f}\n",
+                         bg.name, b.alone_samples_per_second, plan.ranks, b.shared_samples_per_second,
+                         100 * b.idle_share, b.cluster_throughput);
+              out["background"] = {{"job", bg.name},
+                                   {"alone_samples_per_second", b.alone_samples_per_second},
+                                   {"shared_samples_per_second", b.shared_samples_per_second},
+                                   {"idle_share", b.idle_share},
+                                   {"cluster_throughput", b.cluster_throughput}};
+            }
+            if (!args->out.empty()) write_json(args->out, out);
           }};
 }
 

@@ -66,5 +66,25 @@ TEST(Simulator, MovingSlicesCostsTransferTime) {
   EXPECT_GT(s.idle_s[0], 0.9 * s.iteration_s - 1e-3);  // rank 0 only runs the data layer
 }
 
+TEST(Simulator, BackgroundFillsIdleRankTime) {
+  ModelSpec spec = parse_model_ini(kModel, "m.ini");
+  Plan plan = data_parallel_plan(spec, 2, 8);
+  plan.layer_ranks[1] = {1};
+  plan.layer_ranks[2] = {1};
+  const LinkModel net{1e-5, 1e9};
+  const ModelProfile profile = profile_of(spec);
+  Simulation fg = simulate(spec, profile, plan, net, net);
+  BackgroundPrediction b = predict_background(fg, spec, profile, 2, 8, net, net);
+  const Simulation alone = simulate(spec, profile, data_parallel_plan(spec, 2, 8), net, net);
+  EXPECT_NEAR(b.alone_samples_per_second, 8 / alone.iteration_s, 1e-9);
+  EXPECT_NEAR(b.idle_share, (fg.idle_s[0] + fg.idle_s[1]) / (2 * fg.iteration_s), 1e-12);
+  EXPECT_GT(b.idle_share, 0.4);  // rank 0 idles for most of the step
+  EXPECT_NEAR(b.shared_samples_per_second, b.idle_share * b.alone_samples_per_second, 1e-9);
+  EXPECT_NEAR(b.cluster_throughput, 1 + b.idle_share, 1e-12);
+  // A data-parallel foreground leaves (almost) nothing to fill.
+  Simulation dp = simulate(spec, profile, data_parallel_plan(spec, 2, 8), net, net);
+  EXPECT_LT(predict_background(dp, spec, profile, 2, 8, net, net).idle_share, 0.05);
+}
+
 }  // namespace
 }  // namespace burstpool
