@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Planner study (predicted, not measured): vgg16, resnet20 and inception at a
+"""Planner study (simulated, not measured): vgg16, resnet20 and inception at a
 fixed global batch of 32 on 1..256 simulated ranks with a GPU-cluster network
 model (100 Gb/s = 12.5 GB/s, 5 us, for point to point and allreduce), data
 parallel against burst plans at amplification limits 1.5, 2, 2.5 and none.
+Plans come from `burstpool plan`; every plan is then run through
+`burstpool simulate`.
 
-Per point: predicted iteration time, device-time used (rank-seconds per
-step), and the share of the ranks' time freed for background work,
-1 - device-time / (N x iteration time). Layer times come from the shipped
+Per point: simulated iteration time, device-time used (busy rank-seconds per
+step), and the share of the ranks' time freed for background work (idle rank
+time / (N x iteration time); data parallel uses min(N, 32) ranks, the others
+idle). Layer times come from the shipped
 CPU profiles (jobs/profiles/<model>.cpu.json, this project's 2-core CPU), so
 absolute times are CPU times; the shape of the trade-off is what this shows.
 Also times the planner on vgg16 at 1024 ranks.
@@ -28,15 +31,32 @@ BATCH = 32
 
 
 def plan(build, tmp, model, ranks, limit):
-    summary = os.path.join(tmp, "s.json")
+    summary, out = os.path.join(tmp, "s.json"), os.path.join(tmp, "plan.json")
     subprocess.run([f"{build}/burstpool", "plan", f"{ROOT}/jobs/models/{model}.ini", "--profile",
                     f"{ROOT}/jobs/profiles/{model}.cpu.json", *NET, "--ranks", str(ranks), "--global-batch",
-                    str(BATCH), "--amp-limit", limit, "--summary", summary], check=True, capture_output=True)
-    return json.load(open(summary))
+                    str(BATCH), "--amp-limit", limit, "--summary", summary, "--out", out], check=True,
+                   capture_output=True)
+    return json.load(open(summary)), out
 
 
-def freed(iteration, device, ranks):
-    return 1.0 - device / (ranks * iteration)
+def simulate(build, tmp, model, plan_path, ranks):
+    """Simulated iteration, busy rank-seconds and freed share over `ranks` ranks."""
+    sim = os.path.join(tmp, "sim.json")
+    subprocess.run([f"{build}/burstpool", "simulate", plan_path, "--model", f"{ROOT}/jobs/models/{model}.ini",
+                    "--profile", f"{ROOT}/jobs/profiles/{model}.cpu.json", *NET, "--out", sim], check=True,
+                   capture_output=True)
+    s = json.load(open(sim))
+    t = s["iteration_s"]
+    busy = sum(s["busy_s"])
+    return t, busy, 1.0 - busy / (ranks * t)
+
+
+def data_parallel(build, tmp, model, ranks):
+    path = os.path.join(tmp, "dp.json")
+    subprocess.run([f"{build}/burstpool", "plan", "--data-parallel", f"{ROOT}/jobs/models/{model}.ini", "--ranks",
+                    str(min(ranks, BATCH)), "--global-batch", str(BATCH), "--out", path], check=True,
+                   capture_output=True)
+    return simulate(build, tmp, model, path, ranks)
 
 
 def main():
@@ -48,18 +68,18 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for model in MODELS:
             for ranks in RANKS:
+                dp_t, dp_busy, dp_freed = data_parallel(args.build, tmp, model, ranks)
                 for limit in LIMITS:
-                    s = plan(args.build, tmp, model, ranks, limit)
-                    rows.append({"model": model, "ranks": ranks, "limit": limit, "iteration_ms": 1e3 * s["iteration_s"],
-                                 "device_ms": 1e3 * s["device_s"],
-                                 "freed": freed(s["iteration_s"], s["device_s"], ranks),
-                                 "dp_iteration_ms": 1e3 * s["data_parallel_iteration_s"],
-                                 "dp_device_ms": 1e3 * s["data_parallel_device_s"],
-                                 "dp_freed": freed(s["data_parallel_iteration_s"], s["data_parallel_device_s"], ranks),
+                    s, path = plan(args.build, tmp, model, ranks, limit)
+                    t, busy, free = simulate(args.build, tmp, model, path, ranks)
+                    rows.append({"model": model, "ranks": ranks, "limit": limit, "iteration_ms": 1e3 * t,
+                                 "device_ms": 1e3 * busy, "freed": free, "planner_iteration_ms": 1e3 * s["iteration_s"],
+                                 "dp_iteration_ms": 1e3 * dp_t, "dp_device_ms": 1e3 * dp_busy, "dp_freed": dp_freed,
                                  "planning_s": s["planning_seconds"]})
-        big = plan(args.build, tmp, "vgg16", 1024, "2")
-    lines = [f"Planner study at global batch {BATCH}: predicted from CPU profiles (jobs/profiles, 2-core CPU) with a "
-             "12.5 GB/s, 5 us network model. Iteration ms / device-time rank-ms / share of rank time freed.", ""]
+        big, _ = plan(args.build, tmp, "vgg16", 1024, "2")
+    lines = [f"Planner study at global batch {BATCH}: plans from `burstpool plan`, run through `burstpool simulate` with "
+             "the CPU profiles in jobs/profiles (2-core CPU) and a 12.5 GB/s, 5 us network model. "
+             "Simulated iteration ms / busy rank-ms / share of rank time freed.", ""]
     for model in MODELS:
         lines += [f"### {model}", "",
                   "| ranks | data parallel | A=1.5 | A=2 | A=2.5 | no limit |", "|---|---|---|---|---|---|"]
@@ -96,7 +116,7 @@ def main():
         top.set_title(model)
         top.set_xscale("log", base=2)
         top.set_yscale("log")
-        top.set_ylabel("predicted iteration (ms)")
+        top.set_ylabel("simulated iteration (ms)")
         bottom.set_ylabel("rank time freed (%)")
         bottom.set_xlabel("ranks")
     axes[0][0].legend(fontsize="small")
