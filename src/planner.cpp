@@ -79,8 +79,7 @@ CostModel::CostModel(const ModelSpec& spec, const ModelProfile& profile, const P
   const std::vector<int> order = spec.topological_order();
   std::vector<int> position(order.size());
   for (size_t i = 0; i < order.size(); ++i) position[order[i]] = static_cast<int>(i);
-  batches_ = profile.batches;
-  for (size_t k = 0; k < batches_.size(); ++k) calibration_.push_back(profile.calibration(k));
+  profile_ = &profile;
   for (int idx : order) {
     const LayerSpec& l = spec.layers[idx];
     names_.push_back(l.name);
@@ -97,15 +96,7 @@ CostModel::CostModel(const ModelSpec& spec, const ModelProfile& profile, const P
 
 double CostModel::compute(int layer, int n) const {
   const int b = (o_.global_batch + n - 1) / n;
-  const LayerProfile& p = *prof_[layer];
-  auto at = [&](size_t k) { return (p.forward_ms[k] + p.backward_ms[k]) * 1e-3 * calibration_[k]; };
-  const size_t last = batches_.size() - 1;
-  if (b <= batches_[0]) return at(0);
-  if (b >= batches_[last]) return at(last) * b / batches_[last];
-  size_t k = 0;
-  while (batches_[k + 1] < b) ++k;
-  const double f = static_cast<double>(b - batches_[k]) / (batches_[k + 1] - batches_[k]);
-  return at(k) + f * (at(k + 1) - at(k));
+  return profile_->seconds(prof_[layer]->forward_ms, b) + profile_->seconds(prof_[layer]->backward_ms, b);
 }
 
 double CostModel::sync(int layer, int n) const {

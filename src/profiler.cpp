@@ -107,6 +107,18 @@ ModelProfile profile_model(const ModelSpec& spec, const ProfileOptions& options)
   return p;
 }
 
+double ModelProfile::seconds(const std::vector<double>& ms, int batch) const {
+  if (batch <= 0) return 0.0;
+  const size_t last = batches.size() - 1;
+  auto at = [&](size_t k) { return ms[k] * calibration(k) * 1e-3; };
+  if (batch <= batches[0]) return at(0);
+  if (batch >= batches[last]) return at(last) * batch / batches[last];
+  size_t k = 0;
+  while (batches[k + 1] < batch) ++k;
+  const double f = static_cast<double>(batch - batches[k]) / (batches[k + 1] - batches[k]);
+  return at(k) + f * (at(k + 1) - at(k));
+}
+
 double ModelProfile::calibration(size_t k) const {
   if (k >= step_ms.size()) return 1.0;
   double sum = 0;

@@ -9,21 +9,6 @@
 namespace burstpool {
 namespace {
 
-// Profiled seconds of one pass at `batch`, calibrated to whole measured steps
-// and interpolated like the planner's G.
-double pass_seconds(const ModelProfile& p, const std::vector<double>& ms, int batch) {
-  if (batch <= 0) return 0.0;
-  const auto& b = p.batches;
-  const size_t last = b.size() - 1;
-  auto at = [&](size_t k) { return ms[k] * p.calibration(k) * 1e-3; };
-  if (batch <= b[0]) return at(0);
-  if (batch >= b[last]) return at(last) * batch / b[last];
-  size_t k = 0;
-  while (b[k + 1] < batch) ++k;
-  const double f = static_cast<double>(batch - b[k]) / (b[k + 1] - b[k]);
-  return at(k) + f * (at(k + 1) - at(k));
-}
-
 }  // namespace
 
 Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
@@ -61,7 +46,7 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
   };
   auto compute = [&](const RankSet& set, const LayerProfile& lp, bool forward) {
     for (int r : set) {
-      const double s = pass_seconds(profile, forward ? lp.forward_ms : lp.backward_ms, Plan::slice_of(set, r, B).count);
+      const double s = profile.seconds(forward ? lp.forward_ms : lp.backward_ms, Plan::slice_of(set, r, B).count);
       clock[r] += s;
       busy[r] += s;
     }

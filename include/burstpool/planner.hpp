@@ -70,8 +70,7 @@ class CostModel {
   std::vector<std::string> names_;
   std::vector<std::vector<int>> inputs_;
   std::vector<const LayerProfile*> prof_;
-  std::vector<int> batches_;
-  std::vector<double> calibration_;  // ModelProfile::calibration per batch
+  const ModelProfile* profile_;  // outlives the cost model
   PlannerOptions o_;
 };
 

@@ -36,6 +36,11 @@ struct ModelProfile {
 
   // step_ms / sum of layer times at batch index k (1 without step_ms).
   double calibration(size_t k) const;
+  // Seconds of a pass whose per-batch milliseconds are `ms` (a layer's
+  // forward_ms or backward_ms) at `batch`: calibrated, interpolated linearly
+  // between measured batches, the smallest batch's time below them and the
+  // largest one's per-sample time above them; 0 for batch 0.
+  double seconds(const std::vector<double>& ms, int batch) const;
 };
 
 // Stable fingerprint of an architecture (not of weights).

@@ -13,15 +13,16 @@
 #include "burstpool/profile.hpp"
 #include "burstpool/trainer.hpp"
 #include "commands.hpp"
+#include "network_args.hpp"
 
 namespace burstpool::cli {
 
 namespace {
 struct PlanArgs {
-  std::string model, out, profile, network, summary, amp = "2";
+  std::string model, out, profile, summary, amp = "2";
   bool data_parallel = false, soft = false;
   int ranks = 0, batch = 0;
-  double bandwidth_gbps = -1, latency_us = -1;
+  NetworkArgs network;
 };
 
 void print_plan(const PlanResult& r, double amp) {
@@ -41,9 +42,7 @@ Command add_plan(CLI::App& app) {
   sub->add_option("model", args->model, "Model file (.ini, .h5)")->required();
   sub->add_flag("--data-parallel", args->data_parallel, "Every layer on every rank (needs no profile)");
   sub->add_option("--profile", args->profile, "Layer profile (burstpool profile MODEL ...)");
-  sub->add_option("--network", args->network, "Network profile (burstpool profile --network ...)");
-  sub->add_option("--bandwidth", args->bandwidth_gbps, "Network bandwidth in GB/s, for both links (instead of --network)");
-  sub->add_option("--latency", args->latency_us, "Network latency in microseconds (instead of --network)");
+  args->network.add_to(sub);
   sub->add_option("--ranks", args->ranks, "Ranks N")->required();
   sub->add_option("--global-batch", args->batch, "Global batch B")->required();
   sub->add_option("--amp-limit", args->amp, "Amplification limit A >= 1, or 'none'");
@@ -75,15 +74,7 @@ Command add_plan(CLI::App& app) {
               throw Error(fmt::format("--amp-limit '{}' is not a number or 'none'", args->amp));
             if (!(o.amp_limit >= 1)) throw Error(fmt::format("--amp-limit {} must be >= 1", args->amp));
             o.soft_limit = args->soft;
-            if (!args->network.empty()) {
-              NetworkProfile net = load_network(args->network);
-              o.p2p = net.p2p;
-              o.allreduce = net.allreduce;
-            } else if (args->bandwidth_gbps > 0 && args->latency_us >= 0) {
-              o.p2p = o.allreduce = {args->latency_us * 1e-6, args->bandwidth_gbps * 1e9};
-            } else {
-              throw Error("plan needs --network NET.json, or --bandwidth GB/s (> 0) and --latency us (>= 0)");
-            }
+            std::tie(o.p2p, o.allreduce) = args->network.resolve("plan");
             ModelProfile profile = load_profile(args->profile, spec);
             const auto t0 = std::chrono::steady_clock::now();
             PlanResult r = plan_model(spec, profile, o);

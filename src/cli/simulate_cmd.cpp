@@ -7,13 +7,14 @@
 #include "burstpool/simulator.hpp"
 #include "burstpool/trainer.hpp"
 #include "commands.hpp"
+#include "network_args.hpp"
 
 namespace burstpool::cli {
 
 namespace {
 struct SimulateArgs {
-  std::string plan, model, profile, network, out, background, background_profile;
-  double bandwidth_gbps = -1, latency_us = -1;
+  std::string plan, model, profile, out, background, background_profile;
+  NetworkArgs network;
 };
 }  // namespace
 
@@ -23,9 +24,7 @@ Command add_simulate(CLI::App& app) {
   sub->add_option("plan", args->plan, "Plan file (JSON)")->required();
   sub->add_option("--model", args->model, "Model file the plan is for")->required();
   sub->add_option("--profile", args->profile, "Layer profile of the model")->required();
-  sub->add_option("--network", args->network, "Network profile");
-  sub->add_option("--bandwidth", args->bandwidth_gbps, "Network bandwidth in GB/s (instead of --network)");
-  sub->add_option("--latency", args->latency_us, "Network latency in microseconds (instead of --network)");
+  args->network.add_to(sub);
   sub->add_option("--background", args->background, "Background job file (INI), data parallel on the same ranks");
   sub->add_option("--background-profile", args->background_profile, "Layer profile of the background job's model");
   sub->add_option("--out", args->out, "Write the prediction (JSON)");
@@ -33,16 +32,7 @@ Command add_simulate(CLI::App& app) {
             ModelSpec spec = load_model_spec(args->model);
             ModelProfile profile = load_profile(args->profile, spec);
             Plan plan = load_plan(args->plan);
-            LinkModel p2p, all;
-            if (!args->network.empty()) {
-              NetworkProfile net = load_network(args->network);
-              p2p = net.p2p;
-              all = net.allreduce;
-            } else if (args->bandwidth_gbps > 0 && args->latency_us >= 0) {
-              p2p = all = {args->latency_us * 1e-6, args->bandwidth_gbps * 1e9};
-            } else {
-              throw Error("simulate needs --network NET.json, or --bandwidth GB/s (> 0) and --latency us (>= 0)");
-            }
+            const auto [p2p, all] = args->network.resolve("simulate");
             Simulation sim = simulate(spec, profile, plan, p2p, all);
             fmt::print("predicted iteration {:.3f} ms ({:.0f} samples/s) on {} ranks, global batch {}\n",
                        1e3 * sim.iteration_s, plan.global_batch / sim.iteration_s, plan.ranks, plan.global_batch);
