@@ -117,11 +117,7 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
 
 void Executor::backward(const Context& base) {
   Model& m = *model_;
-  static const Tensor kLossSeed = [] {
-    Tensor t = Tensor::zeros({1, 1, 1, 1});
-    t.fill(1.0f);
-    return t;
-  }();
+
   for (int i = m.size() - 1; i >= 0; --i) {
     if (holds(i) && i != m.input_layer()) {
       std::vector<const Tensor*> in;
@@ -149,7 +145,7 @@ void Executor::backward(const Context& base) {
       }
       double reduce_seconds = 0;
       const Context ctx = layer_context(i, base, &reduce_seconds);
-      const Tensor& dout = i == m.loss_layer() ? kLossSeed : m.gradient(i);
+      const Tensor& dout = i == m.loss_layer() ? m.loss_seed() : m.gradient(i);
       const auto t0 = Clock::now();
       m.layer(i).backward(in, m.activation(i), dout, slots, ctx);
       times_.compute += since(t0) - reduce_seconds;

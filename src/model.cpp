@@ -199,7 +199,7 @@ void Model::backward_layer(int i, const Context& ctx) {
     in.push_back(&acts_[p]);
     din.push_back({p == input_ ? nullptr : &act_grads_[p], static_cast<bool>(accumulate_[i][s])});
   }
-  const Tensor& dout = (i == loss_) ? loss_seed_ : act_grads_[i];
+  const Tensor& dout = (i == loss_) ? loss_seed() : act_grads_[i];
   layers_[i]->backward(in, acts_[i], dout, din, ctx);
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "burstpool/error.hpp"
+#include "burstpool/json_io.hpp"
 
 namespace burstpool {
 
@@ -91,11 +92,7 @@ void save_plan(const Plan& plan, const std::string& path) {
   nlohmann::json layers = nlohmann::json::array();
   for (size_t i = 0; i < plan.layer_names.size(); ++i)
     layers.push_back({{"name", plan.layer_names[i]}, {"ranks", plan.layer_ranks[i]}});
-  nlohmann::json j = {{"global_batch", plan.global_batch}, {"ranks", plan.ranks}, {"layers", layers}};
-  std::ofstream out(path);
-  if (!out) throw Error(fmt::format("{}: cannot write plan file", path));
-  out << j.dump(2) << "\n";
-  if (!out.flush()) throw Error(fmt::format("{}: write failed", path));
+  write_json(path, {{"global_batch", plan.global_batch}, {"ranks", plan.ranks}, {"layers", layers}});
 }
 
 void validate_plan(const Plan& plan, const ModelSpec& model, int world_size) {

@@ -7,6 +7,7 @@
 
 #include "../layers/kernels.hpp"
 #include "burstpool/error.hpp"
+#include "burstpool/json_io.hpp"
 #include "burstpool/model.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/optimizer.hpp"
@@ -46,12 +47,6 @@ nlohmann::json read_json(const std::string& path, const char* what) {
   }
 }
 
-void write_json_file(const std::string& path, const nlohmann::json& j) {
-  std::ofstream out(path);
-  if (!out) throw Error(fmt::format("{}: cannot write file", path));
-  out << j.dump(1) << "\n";
-  if (!out.flush()) throw Error(fmt::format("{}: write failed", path));
-}
 
 }  // namespace
 
@@ -132,7 +127,7 @@ void save_profile(const ModelProfile& p, const std::string& path) {
     layers.push_back({{"name", l.name}, {"type", l.type}, {"activation_bytes_per_sample", l.activation_bytes_per_sample},
                       {"parameter_bytes", l.parameter_bytes}, {"forward_ms", l.forward_ms},
                       {"backward_ms", l.backward_ms}});
-  write_json_file(path, {{"format", "burstpool-profile"}, {"version", 1}, {"model", p.model},
+  write_json(path, {{"format", "burstpool-profile"}, {"version", 1}, {"model", p.model},
                          {"fingerprint", p.fingerprint}, {"device", p.device}, {"threads", p.threads},
                          {"batches", p.batches}, {"step_ms", p.step_ms}, {"layers", layers}});
 }
@@ -245,7 +240,7 @@ void save_network(const NetworkProfile& net, const std::string& path) {
   nlohmann::json samples = nlohmann::json::array();
   for (const NetworkSample& s : net.samples)
     samples.push_back({{"kind", s.kind}, {"group", s.group}, {"bytes", s.bytes}, {"seconds", s.seconds}});
-  write_json_file(path, {{"format", "burstpool-network"},
+  write_json(path, {{"format", "burstpool-network"},
                          {"ranks", net.ranks},
                          {"p2p", {{"latency_s", net.p2p.latency_s}, {"bandwidth_bytes_per_s", net.p2p.bandwidth_bytes_per_s}}},
                          {"allreduce",

@@ -67,6 +67,7 @@ class Model {
 
   Tensor& activation(int i) { return acts_[i]; }
   Tensor& gradient(int i) { return act_grads_[i]; }  // empty for the input layer
+  const Tensor& loss_seed() const { return loss_seed_; }  // d(loss)/d(loss) = 1, the loss layer's output gradient
   void load_batch(const float* images);              // batch() samples into the input layer
 
   void forward_layer(int i, const Context& ctx);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "burstpool/job.hpp"
+#include "burstpool/json_io.hpp"
 
 namespace burstpool {
 
@@ -46,7 +47,5 @@ struct TrainResult {
 
 TrainResult train(const JobConfig& job);
 nlohmann::json metrics_json(const TrainResult& r);
-// Writes JSON atomically (temporary file, then rename).
-void write_json(const std::string& path, const nlohmann::json& j);
 
 }  // namespace burstpool

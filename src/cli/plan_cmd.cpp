@@ -11,7 +11,7 @@
 #include "burstpool/plan.hpp"
 #include "burstpool/planner.hpp"
 #include "burstpool/profile.hpp"
-#include "burstpool/trainer.hpp"
+#include "burstpool/json_io.hpp"
 #include "commands.hpp"
 #include "network_args.hpp"
 

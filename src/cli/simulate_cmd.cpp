@@ -5,7 +5,7 @@
 #include "burstpool/job.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/simulator.hpp"
-#include "burstpool/trainer.hpp"
+#include "burstpool/json_io.hpp"
 #include "commands.hpp"
 #include "network_args.hpp"
 
