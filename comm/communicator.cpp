@@ -4,6 +4,7 @@
 #include <set>
 
 #include "burstpool/error.hpp"
+#include "wait.hpp"
 
 namespace burstpool {
 
@@ -15,13 +16,17 @@ Communicator::~Communicator() {
   if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
 }
 
-void Communicator::sum(double* values, size_t count) const {
-  if (size() > 1) BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, comm_));
+// Non-blocking reduction and a wait under the process's wait policy, so a
+// rank waiting here leaves its core to a background job (comm/wait.hpp).
+void Communicator::sum(void* values, size_t count, MPI_Datatype type) const {
+  if (size() <= 1) return;
+  MPI_Request request;
+  BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values, static_cast<int>(count), type, MPI_SUM, comm_, &request));
+  wait_all(1, &request);
 }
 
-void Communicator::sum(float* values, size_t count) const {
-  if (size() > 1) BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_));
-}
+void Communicator::sum(double* values, size_t count) const { sum(values, count, MPI_DOUBLE); }
+void Communicator::sum(float* values, size_t count) const { sum(values, count, MPI_FLOAT); }
 
 GroupCache::GroupCache(MPI_Comm world, const std::vector<RankSet>& sets) {
   BP_MPI_CHECK(MPI_Comm_dup(world, &world_));

@@ -32,6 +32,7 @@ class Communicator {
   void sum(float* values, size_t count) const;
 
  private:
+  void sum(void* values, size_t count, MPI_Datatype type) const;
   MPI_Comm comm_;
   RankSet ranks_;
 };

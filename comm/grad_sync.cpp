@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "burstpool/error.hpp"
+#include "wait.hpp"
 
 namespace burstpool {
 
@@ -44,8 +45,7 @@ void GradientSync::progress() {
 double GradientSync::finish() {
   flush();
   const auto t0 = std::chrono::steady_clock::now();
-  if (!requests_.empty())
-    BP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+  wait_all(static_cast<int>(requests_.size()), requests_.data(), &site_);
   requests_.clear();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "communicator.hpp"
+#include "wait.hpp"
 
 namespace burstpool {
 
@@ -39,6 +40,7 @@ class GradientSync {
   size_t lo_ = 0, hi_ = 0;               // open bucket range
   std::vector<MPI_Request> requests_;
   int started_ = 0;
+  WaitSite site_;  // finish() waits at the same point every step
 };
 
 }  // namespace burstpool

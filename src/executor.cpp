@@ -6,6 +6,7 @@
 #include "../comm/communicator.hpp"
 #include "../comm/exchange.hpp"
 #include "../comm/grad_sync.hpp"
+#include "../comm/wait.hpp"
 #include "burstpool/error.hpp"
 
 namespace burstpool {
@@ -53,6 +54,8 @@ Executor::Executor(const ModelSpec& spec, const Plan& plan, MPI_Comm world, uint
     }
     if (holds(i) && m.param_range(i).second > 0) held_ranges_.push_back(m.param_range(i));
   }
+  wait_sites_.resize(n);
+  for (int i = 0; i < n; ++i) wait_sites_[i].resize(2 * m.inputs(i).size());
   sync_ = std::make_unique<GradientSync>(m.grads().data(), bucket_bytes);
   layer_times_.resize(n);
 }
@@ -68,10 +71,12 @@ Context Executor::layer_context(int layer, const Context& base, double* allreduc
   ctx.sample_offset = Plan::slice_of(sets_[layer], rank_, batch_).offset;
   ctx.labels = labels_;
   const Communicator& group = groups_->group(sets_[layer]);
-  if (group.size() > 1)
-    ctx.sum_over_group = [&group, allreduce_seconds](double* v, size_t count) {
+  if (group.size() > 1 && sync_batchnorm_)
+    ctx.sum_over_group = [&group, allreduce_seconds, flag = reduce_flag_](double* v, size_t count) {
       const auto t0 = Clock::now();
+      if (flag) flag->store(true);
       group.sum(v, count);
+      if (flag) flag->store(false);
       *allreduce_seconds += since(t0);
     };
   return ctx;
@@ -103,6 +108,7 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
         in.push_back(&views.back());
       }
     }
+    if (before_layer_) before_layer_();
     double reduce_seconds = 0;
     const Context ctx = layer_context(i, base, &reduce_seconds);
     const auto t0 = Clock::now();
@@ -143,6 +149,7 @@ void Executor::backward(const Context& base) {
           }
         }
       }
+      if (before_layer_) before_layer_();
       double reduce_seconds = 0;
       const Context ctx = layer_context(i, base, &reduce_seconds);
       const Tensor& dout = i == m.loss_layer() ? m.loss_seed() : m.gradient(i);
@@ -166,7 +173,9 @@ void Executor::backward(const Context& base) {
     times_.allreduce += since(t1);
   }
   const int before = sync_->buckets_started();
+  if (reduce_flag_) reduce_flag_->store(true);
   times_.allreduce += sync_->finish();
+  if (reduce_flag_) reduce_flag_->store(false);
   buckets_ = sync_->buckets_started() - before;
 }
 
@@ -195,8 +204,7 @@ void Executor::exchange_forward(int layer, int slot, int batch) {
       requests.push_back(r);
     }
   }
-  if (!requests.empty())
-    BP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+  wait_all(static_cast<int>(requests.size()), requests.data(), &wait_sites_[layer][2 * slot]);
   times_.transfer += since(t0);
   layer_times_[layer].transfer += since(t0);
 }
@@ -233,8 +241,7 @@ void Executor::exchange_backward(int layer, int slot, int batch) {
       requests.push_back(r);
     }
   }
-  if (!requests.empty())
-    BP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+  wait_all(static_cast<int>(requests.size()), requests.data(), &wait_sites_[layer][2 * slot + 1]);
   for (auto& [dst, data] : received)
     for (size_t k = 0; k < data.size(); ++k) dst[k] = accumulate ? dst[k] + data[k] : data[k];
   times_.transfer += since(t0);

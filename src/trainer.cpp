@@ -17,65 +17,14 @@
 #include "burstpool/model.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/runtime.hpp"
+#include "burstpool/session.hpp"
+#include "multiplex.hpp"
 
 namespace burstpool {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string idx_path(const std::string& dir, const std::string& stem) {
-  const std::string plain = dir + "/" + stem;
-  return access((plain + ".gz").c_str(), R_OK) == 0 ? plain + ".gz" : plain;
-}
-
-struct Data {
-  Dataset train, test;
-  bool has_test = false;
-};
-
-Data load_data(const JobConfig& job, const Model& model) {
-  Data d;
-  if (job.data_source == "fashion-mnist") {
-    d.train = load_idx(idx_path(job.data_dir, "train-images-idx3-ubyte"), idx_path(job.data_dir, "train-labels-idx1-ubyte"),
-                       job.norm);
-    d.test = load_idx(idx_path(job.data_dir, "t10k-images-idx3-ubyte"), idx_path(job.data_dir, "t10k-labels-idx1-ubyte"),
-                      job.norm);
-    d.has_test = true;
-  } else if (job.data_source == "hdf5") {
-    d.train = load_hdf5_dataset(job.train_file, job.images_dataset, job.labels_dataset, job.norm);
-    if (!job.test_file.empty()) {
-      d.test = load_hdf5_dataset(job.test_file, job.images_dataset, job.labels_dataset, job.norm);
-      d.has_test = true;
-    }
-  } else {
-    d.train = make_synthetic(model.sample_shape(), model.classes(), job.synthetic_train, job.seed, 0);
-    if (job.synthetic_test > 0) {
-      d.test = make_synthetic(model.sample_shape(), model.classes(), job.synthetic_test, job.seed, 1);
-      d.has_test = true;
-    }
-  }
-  for (const Dataset* ds : {&d.train, &d.test}) {
-    if (ds == &d.test && !d.has_test) continue;
-    if (!(ds->sample == model.sample_shape()))
-      throw Error(fmt::format("{}: samples are {} per sample, but model '{}' takes {}", ds->source, ds->sample.str(),
-                              model.spec().name, model.sample_shape().str()));
-    if (ds->classes > model.classes())
-      throw Error(fmt::format("{}: labels go up to {}, but model '{}' has {} classes", ds->source, ds->classes - 1,
-                              model.spec().name, model.classes()));
-  }
-  return d;
-}
-
-// Images (or labels) of batch positions [slice.offset, slice.end()); indices give the batch.
-void gather_images(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<float>& images) {
-  images.resize(static_cast<size_t>(std::max(slice.count, 1)) * data.sample.count());
-  gather(data, indices + slice.offset, slice.count, images.data(), nullptr);
-}
-void gather_labels(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<int32_t>& labels) {
-  labels.resize(std::max(slice.count, 1));
-  gather(data, indices + slice.offset, slice.count, nullptr, labels.data());
-}
 
 double sum_over_world(double local) {
   double total = 0;
@@ -195,21 +144,16 @@ TrainResult train(const JobConfig& job) {
   r.threads = configure_threads(job.threads);
   r.batch_size = job.batch_size;
 
-  ModelSpec spec = load_model_spec(job.model_path);
+  const ModelSpec spec = load_model_spec(job.model_path);
   r.model = spec.name;
-  const Plan plan = plan_for(job, spec, w.size);
-  validate_plan(plan, spec, w.size);
-  Executor exec(spec, plan, MPI_COMM_WORLD, job.seed, job.bucket_bytes);
+  TrainingSession session(job, spec, plan_for(job, spec, w.size), MPI_COMM_WORLD);
+  Executor& exec = session.exec();
   exec.set_per_layer_allreduce(job.layer_timing);
-  Model& model = exec.model();
-  if (is_hdf5_path(job.model_path) && has_weights(job.model_path)) load_weights(job.model_path, model);
-  Data data = load_data(job, model);
-  BatchSampler sampler(data.train.size(), job.batch_size, job.seed);
-  const int64_t total = job.steps > 0 ? job.steps : job.epochs * sampler.steps_per_epoch();
-  LrSchedule schedule = job.schedule;
-  schedule.total_steps = total;
-  Sgd sgd(model, job.sgd);
-  const int64_t eval_every = job.eval_every > 0 ? job.eval_every : sampler.steps_per_epoch();
+  Model& model = session.model();
+  Sgd& sgd = session.sgd();
+  const JobData& data = session.data();
+  const int64_t total = session.total_steps(), per_epoch = session.steps_per_epoch();
+  const int64_t eval_every = job.eval_every > 0 ? job.eval_every : per_epoch;
   const bool chatty = w.rank == 0;
   const int64_t first_step = job.resume ? resume(job, model, sgd, chatty) : 0;
   if (chatty)
@@ -217,30 +161,21 @@ TrainResult train(const JobConfig& job) {
                "{} rank(s) x {} thread(s), {}, job id {}\n",
                job.name, spec.name, model.param_count(), data.train.size(), job.batch_size, total, w.size, r.threads,
                job.plan_path.empty() ? "data parallel" : "plan " + job.plan_path, w.job_id);
+  std::unique_ptr<Multiplexer> multiplex;
+  if (!job.background.job_path.empty()) multiplex = std::make_unique<Multiplexer>(job, exec);
 
-  const Slice in_slice = exec.input_slice(job.batch_size), loss_slice = exec.loss_slice(job.batch_size);
-  std::vector<float> images;
-  std::vector<int32_t> labels;
-  Context ctx;
-  ctx.seed = job.seed;
-  ctx.loss_scale = 1.0 / job.batch_size;
   double window_loss = 0;
   int64_t window_steps = 0;
   auto window_start = Clock::now(), last_checkpoint = Clock::now();
   for (int64_t step = first_step; step < total; ++step) {
     const auto t0 = Clock::now();
-    const auto& idx = sampler.batch(step);
-    gather_images(data.train, idx.data(), in_slice, images);
-    gather_labels(data.train, idx.data(), loss_slice, labels);
-    ctx.step = step;
-    const double loss = exec.forward(job.batch_size, images.data(), labels.data(), ctx);
+    const double loss = session.forward(step);
     if (!std::isfinite(loss))
       throw Error(fmt::format("training loss became {} at step {} (try a lower [optimizer] lr)", loss, step));
-    exec.backward(ctx);
-    const auto t_opt = Clock::now();
-    sgd.step(schedule.at(step), exec.held_param_ranges());
-    exec.times().compute += seconds_since(t_opt);
-    r.train_seconds += seconds_since(t0);
+    session.update(step);
+    const double step_seconds = seconds_since(t0);
+    r.train_seconds += step_seconds;
+    if (multiplex) multiplex->step_finished(step_seconds);
     window_loss += loss;
     ++window_steps;
 
@@ -253,9 +188,10 @@ TrainResult train(const JobConfig& job) {
       r.final_loss = sum_over_world(window_loss) / window_steps;
       const double rate = window_steps * job.batch_size / std::max(1e-9, seconds_since(window_start));
       if (chatty)
-        fmt::print("step {}/{} | epoch {:.2f} | loss {:.4f} | {:.0f} samples/s | lr {:.4g} | ETA {}\n", step + 1,
-                   total, static_cast<double>(step + 1) / sampler.steps_per_epoch(), r.final_loss, rate,
-                   schedule.at(step), eta((total - step - 1) * job.batch_size / rate));
+        fmt::print("step {}/{} | epoch {:.2f} | loss {:.4f} | {:.0f} samples/s | lr {:.4g} | ETA {}{}\n", step + 1,
+                   total, static_cast<double>(step + 1) / per_epoch, r.final_loss, rate,
+                   session.schedule().at(step), eta((total - step - 1) * job.batch_size / rate),
+                   multiplex ? multiplex->progress() : "");
       std::fflush(stdout);
       window_loss = 0;
       window_steps = 0;
@@ -267,7 +203,7 @@ TrainResult train(const JobConfig& job) {
       EvalPoint p = evaluate(exec, data.test, job);
       exec.times() = before;  // the time split covers training only
       p.step = step + 1;
-      p.epoch = static_cast<double>(step + 1) / sampler.steps_per_epoch();
+      p.epoch = static_cast<double>(step + 1) / per_epoch;
       r.evals.push_back(p);
       r.test_accuracy = p.accuracy;
       r.eval_seconds += seconds_since(e0);
@@ -278,8 +214,9 @@ TrainResult train(const JobConfig& job) {
       window_start = Clock::now();  // evaluation is not training time
     }
   }
+  if (multiplex) r.multiplex = multiplex->finish();
   r.steps = total;
-  r.epochs = static_cast<double>(total) / sampler.steps_per_epoch();
+  r.epochs = static_cast<double>(total) / per_epoch;
   r.samples_per_second = (total - first_step) * job.batch_size / std::max(1e-9, r.train_seconds);
   r.forward_gflop_per_sample = model.forward_flops_per_sample() / 1e9;
   r.achieved_gflops = 3.0 * r.forward_gflop_per_sample * r.samples_per_second;
@@ -320,7 +257,7 @@ nlohmann::json metrics_json(const TrainResult& r) {
   nlohmann::json evals = nlohmann::json::array();
   for (const EvalPoint& p : r.evals)
     evals.push_back({{"step", p.step}, {"epoch", p.epoch}, {"test_accuracy", p.accuracy}, {"test_loss", p.loss}});
-  return {{"job", r.job},
+  nlohmann::json out = {{"job", r.job},
           {"model", r.model},
           {"ranks", r.ranks},
           {"threads_per_rank", r.threads},
@@ -338,6 +275,32 @@ nlohmann::json metrics_json(const TrainResult& r) {
           {"evaluations", evals},
           {"per_rank", per_rank},
           {"per_layer", per_layer}};
+  if (r.multiplex) {
+    const MultiplexResult& m = *r.multiplex;
+    const BackgroundReport& b = m.background;
+    out["foreground_samples_per_second"] = m.foreground_shared_samples_per_second;
+    out["background_samples_per_second"] = b.shared_samples_per_second;
+    out["foreground_slowdown"] = m.foreground_slowdown;
+    out["cluster_throughput"] = m.cluster_throughput;
+    out["background"] = {{"job", b.job},
+                         {"model", b.model},
+                         {"priority", b.priority},
+                         {"failed_ranks", m.failed_ranks},
+                         {"error_on_rank_0", b.error},
+                         {"steps", b.steps},
+                         {"shared_steps", b.shared_steps},
+                         {"first_loss", number(b.first_loss)},
+                         {"last_loss", number(b.last_loss)},
+                         {"alone_samples_per_second", b.alone_samples_per_second},
+                         {"shared_samples_per_second", b.shared_samples_per_second},
+                         {"gate_wait_seconds", b.gate_wait_seconds},
+                         {"shared_compute_seconds", b.shared_times.compute},
+                         {"shared_allreduce_seconds", b.shared_times.allreduce},
+                         {"calibrate_steps", m.calibrate_steps},
+                         {"foreground_alone_samples_per_second", m.foreground_alone_samples_per_second},
+                         {"foreground_shared_samples_per_second", m.foreground_shared_samples_per_second}};
+  }
+  return out;
 }
 
 }  // namespace burstpool

@@ -13,6 +13,8 @@
 // collective calls match without extra coordination.
 #include <mpi.h>
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -25,6 +27,7 @@ namespace burstpool {
 
 class GroupCache;
 class GradientSync;
+struct WaitSite;
 
 struct TimeSplit {
   double compute = 0;    // layer forward/backward and optimizer
@@ -50,6 +53,16 @@ class Executor {
   // attribution in benchmarks; slower than the default.
   void set_per_layer_allreduce(bool on) { per_layer_allreduce_ = on; }
   const std::vector<LayerTimes>& layer_times() const { return layer_times_; }
+  // Called before each layer's forward and backward on this rank: the pieces
+  // a background job's work is cut into. It may block (a gate) or throw.
+  void set_before_layer(std::function<void()> hook) { before_layer_ = std::move(hook); }
+  // Batch-norm statistics over the layer's whole group (default, the same
+  // numbers as one rank), or over each rank's own slice (like PyTorch DDP
+  // without SyncBatchNorm: no reduction inside the step).
+  void set_sync_batchnorm(bool on) { sync_batchnorm_ = on; }
+  // Raised while this rank waits in a reduction (gradients, batch-norm
+  // statistics), for a background job's gate. nullptr: none.
+  void set_reduce_flag(std::atomic<bool>* flag) { reduce_flag_ = flag; }
   ~Executor();
 
   Model& model() { return *model_; }
@@ -101,6 +114,10 @@ class Executor {
   TimeSplit times_;
   std::vector<LayerTimes> layer_times_;
   bool per_layer_allreduce_ = false;
+  std::function<void()> before_layer_;
+  std::atomic<bool>* reduce_flag_ = nullptr;
+  bool sync_batchnorm_ = true;
+  std::vector<std::vector<WaitSite>> wait_sites_;  // per layer: forward, backward wait per input slot
   int buckets_ = 0;
 };
 

@@ -1,0 +1,72 @@
+#include "wait.hpp"
+
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "burstpool/error.hpp"
+
+namespace burstpool {
+namespace {
+
+std::mutex g_policy_mutex;
+WaitPolicy g_policy;
+std::atomic<bool> g_polite{false};  // read on every wait without the lock
+thread_local const std::atomic<bool>* t_cancel = nullptr;
+
+bool cancelled() { return t_cancel && t_cancel->load(std::memory_order_relaxed); }
+
+}  // namespace
+
+void set_wait_policy(const WaitPolicy& policy) {
+  std::lock_guard<std::mutex> lock(g_policy_mutex);
+  g_policy = policy;
+  g_polite.store(policy.polite);
+  // Sleeps of tens of microseconds are only short with a small timer slack
+  // (the default rounds them up by 50 us). Applies to the calling thread,
+  // which is the one that waits on the foreground's behalf.
+  if (policy.polite) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+}
+
+WaitPolicy wait_policy() {
+  std::lock_guard<std::mutex> lock(g_policy_mutex);
+  return g_policy;
+}
+
+void set_wait_cancel_flag(const std::atomic<bool>* flag) { t_cancel = flag; }
+
+void wait_all(int count, MPI_Request* requests, WaitSite* site) {
+  if (count == 0) return;
+  if (!g_polite.load(std::memory_order_relaxed) && !t_cancel) {
+    BP_MPI_CHECK(MPI_Waitall(count, requests, MPI_STATUSES_IGNORE));
+    return;
+  }
+  const WaitPolicy p = wait_policy();
+  using Clock = std::chrono::steady_clock;
+  using Seconds = std::chrono::duration<double>;
+  const auto start = Clock::now();
+  const auto spin_until = start + std::chrono::microseconds(p.spin_us);
+  const Seconds shortest(p.sleep_us * 1e-6);
+  bool predicted = false;
+  for (;;) {
+    int done = 0;
+    BP_MPI_CHECK(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE));
+    if (done) break;
+    if (cancelled()) throw WaitCancelled();
+    if (!p.polite) continue;
+    if (!predicted && site && site->expected() * 1e6 > p.spin_us) {
+      predicted = true;  // sleep through most of the expected wait at once
+      std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
+                                                Seconds(p.predict * site->expected())));
+      continue;
+    }
+    const auto now = Clock::now();
+    if (now >= spin_until) std::this_thread::sleep_for(std::max(shortest, p.backoff * Seconds(now - start)));
+  }
+  if (site) site->record(Seconds(Clock::now() - start).count());
+}
+
+}  // namespace burstpool

@@ -1,0 +1,63 @@
+#pragma once
+// Waiting for MPI requests without taking the core from a background job.
+//
+// A plain MPI_Waitall spins: a rank waiting for a slice keeps its core busy,
+// and a background job on that core (an idle-priority thread) never runs. In
+// polite mode (process-wide, switched on while a background job runs) a wait
+// polls MPI_Testall for `spin_us`, then sleeps between polls, so the core
+// goes to the background thread while the foreground waits; the foreground's
+// wake-up preempts it at once (normal beats idle priority). Each sleep lasts
+// max(sleep_us, backoff x the time waited so far): long waits hand the core
+// over in long pieces (short ones would cost the background a context switch
+// and a cold cache every few microseconds), while the foreground wakes at most
+// about `backoff` of its wait late.
+//
+// A wait site (one place in the step that waits, the same every step) learns
+// how long its last wait took; a polite wait there sleeps through `predict`
+// of that time in one piece before polling, so the background gets the
+// foreground's idle stretch whole, and the foreground, which waits about as
+// long every step, is not woken late.
+//
+// A thread may also set a cancel flag (a background thread does): a wait that
+// sees it raised throws WaitCancelled and leaves its requests pending. This is
+// how a background job whose peer died stops waiting for it.
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <stdexcept>
+
+namespace burstpool {
+
+struct WaitPolicy {
+  bool polite = false;
+  int spin_us = 20;   // polling before the first sleep
+  int sleep_us = 20;  // shortest sleep between polls after that
+  double backoff = 0.02;
+  double predict = 0.8;
+};
+
+struct WaitSite {
+  double last_seconds = 0, previous_seconds = 0;  // the last two waits here
+  // The shorter of the last two: one long outlier does not make the next wait late.
+  double expected() const { return std::min(last_seconds, previous_seconds); }
+  void record(double seconds) {
+    previous_seconds = last_seconds;
+    last_seconds = seconds;
+  }
+};
+void set_wait_policy(const WaitPolicy& policy);
+WaitPolicy wait_policy();
+
+// For the calling thread only; nullptr clears it.
+void set_wait_cancel_flag(const std::atomic<bool>* flag);
+
+struct WaitCancelled : std::runtime_error {
+  WaitCancelled() : std::runtime_error("wait cancelled: the job is being stopped") {}
+};
+
+// MPI_Waitall under the current policy. `site` (optional) is where in the
+// step this wait is. Throws Error on an MPI error.
+void wait_all(int count, MPI_Request* requests, WaitSite* site = nullptr);
+
+}  // namespace burstpool

@@ -1,0 +1,70 @@
+#pragma once
+// One job's training state on this rank: its executor over a communicator,
+// its data, sampler, optimizer and schedule. The foreground trainer and a
+// background job each own one; both run the same step code.
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "burstpool/data.hpp"
+#include "burstpool/executor.hpp"
+#include "burstpool/job.hpp"
+#include "burstpool/optimizer.hpp"
+#include "burstpool/plan.hpp"
+
+namespace burstpool {
+
+struct JobData {
+  Dataset train, test;
+  bool has_test = false;
+};
+// The job's training (and test) data, checked against the model's sample shape and classes.
+JobData load_job_data(const JobConfig& job, const Model& model);
+
+// Images (or labels) of batch positions [slice.offset, slice.end()); indices give the batch.
+void gather_images(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<float>& images);
+void gather_labels(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<int32_t>& labels);
+
+class TrainingSession {
+ public:
+  // Collective over `comm`: builds the executor for `plan` (validated here
+  // against the model and comm's size), loads weights from an HDF5 model
+  // file that has them, and loads the data.
+  TrainingSession(const JobConfig& job, const ModelSpec& spec, const Plan& plan, MPI_Comm comm);
+
+  const JobConfig& job() const { return job_; }
+  Executor& exec() { return *exec_; }
+  Model& model() { return exec_->model(); }
+  Sgd& sgd() { return *sgd_; }
+  const JobData& data() const { return data_; }
+  int64_t steps_per_epoch() const { return sampler_.steps_per_epoch(); }
+  int64_t total_steps() const { return total_; }
+  const LrSchedule& schedule() const { return schedule_; }
+
+  // Forward of step `step` on this rank's slice of its batch; returns this
+  // rank's part of the (global-batch mean) loss.
+  double forward(int64_t step);
+  // Backward of the last forward, gradient synchronisation, optimizer update.
+  void update(int64_t step) {
+    backward();
+    apply(step);
+  }
+  void backward();          // backward and gradient synchronisation only
+  void apply(int64_t step);  // optimizer update only
+
+ private:
+  JobConfig job_;
+  std::unique_ptr<Executor> exec_;
+  JobData data_;
+  BatchSampler sampler_;
+  int64_t total_ = 0;
+  LrSchedule schedule_;
+  std::unique_ptr<Sgd> sgd_;
+  Context ctx_;
+  std::vector<float> images_;
+  std::vector<int32_t> labels_;
+};
+
+}  // namespace burstpool

@@ -1,0 +1,103 @@
+#include "burstpool/session.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+
+#include "burstpool/error.hpp"
+#include "burstpool/model_io.hpp"
+
+namespace burstpool {
+namespace {
+
+std::string idx_path(const std::string& dir, const std::string& stem) {
+  const std::string plain = dir + "/" + stem;
+  return access((plain + ".gz").c_str(), R_OK) == 0 ? plain + ".gz" : plain;
+}
+
+std::unique_ptr<Executor> make_executor(const JobConfig& job, const ModelSpec& spec, const Plan& plan,
+                                        MPI_Comm comm) {
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  validate_plan(plan, spec, size);
+  auto exec = std::make_unique<Executor>(spec, plan, comm, job.seed, job.bucket_bytes);
+  exec->set_sync_batchnorm(job.sync_batchnorm);
+  if (is_hdf5_path(job.model_path) && has_weights(job.model_path)) load_weights(job.model_path, exec->model());
+  return exec;
+}
+
+}  // namespace
+
+JobData load_job_data(const JobConfig& job, const Model& model) {
+  JobData d;
+  if (job.data_source == "fashion-mnist") {
+    d.train = load_idx(idx_path(job.data_dir, "train-images-idx3-ubyte"), idx_path(job.data_dir, "train-labels-idx1-ubyte"),
+                       job.norm);
+    d.test = load_idx(idx_path(job.data_dir, "t10k-images-idx3-ubyte"), idx_path(job.data_dir, "t10k-labels-idx1-ubyte"),
+                      job.norm);
+    d.has_test = true;
+  } else if (job.data_source == "hdf5") {
+    d.train = load_hdf5_dataset(job.train_file, job.images_dataset, job.labels_dataset, job.norm);
+    if (!job.test_file.empty()) {
+      d.test = load_hdf5_dataset(job.test_file, job.images_dataset, job.labels_dataset, job.norm);
+      d.has_test = true;
+    }
+  } else {
+    d.train = make_synthetic(model.sample_shape(), model.classes(), job.synthetic_train, job.seed, 0);
+    if (job.synthetic_test > 0) {
+      d.test = make_synthetic(model.sample_shape(), model.classes(), job.synthetic_test, job.seed, 1);
+      d.has_test = true;
+    }
+  }
+  for (const Dataset* ds : {&d.train, &d.test}) {
+    if (ds == &d.test && !d.has_test) continue;
+    if (!(ds->sample == model.sample_shape()))
+      throw Error(fmt::format("{}: samples are {} per sample, but model '{}' takes {}", ds->source, ds->sample.str(),
+                              model.spec().name, model.sample_shape().str()));
+    if (ds->classes > model.classes())
+      throw Error(fmt::format("{}: labels go up to {}, but model '{}' has {} classes", ds->source, ds->classes - 1,
+                              model.spec().name, model.classes()));
+  }
+  return d;
+}
+
+void gather_images(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<float>& images) {
+  images.resize(static_cast<size_t>(std::max(slice.count, 1)) * data.sample.count());
+  gather(data, indices + slice.offset, slice.count, images.data(), nullptr);
+}
+void gather_labels(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<int32_t>& labels) {
+  labels.resize(std::max(slice.count, 1));
+  gather(data, indices + slice.offset, slice.count, nullptr, labels.data());
+}
+
+TrainingSession::TrainingSession(const JobConfig& job, const ModelSpec& spec, const Plan& plan, MPI_Comm comm)
+    : job_(job),
+      exec_(make_executor(job, spec, plan, comm)),
+      data_(load_job_data(job, exec_->model())),
+      sampler_(data_.train.size(), job.batch_size, job.seed) {
+  total_ = job.steps > 0 ? job.steps : job.epochs * sampler_.steps_per_epoch();
+  schedule_ = job.schedule;
+  schedule_.total_steps = total_;
+  sgd_ = std::make_unique<Sgd>(model(), job.sgd);
+  ctx_.seed = job.seed;
+  ctx_.loss_scale = 1.0 / job.batch_size;
+}
+
+double TrainingSession::forward(int64_t step) {
+  const int batch = job_.batch_size;
+  const auto& idx = sampler_.batch(step);
+  gather_images(data_.train, idx.data(), exec_->input_slice(batch), images_);
+  gather_labels(data_.train, idx.data(), exec_->loss_slice(batch), labels_);
+  ctx_.step = step;
+  return exec_->forward(batch, images_.data(), labels_.data(), ctx_);
+}
+
+void TrainingSession::backward() { exec_->backward(ctx_); }
+
+void TrainingSession::apply(int64_t step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  sgd_->step(schedule_.at(step), exec_->held_param_ranges());
+  exec_->times().compute += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace burstpool
