@@ -43,10 +43,19 @@ const std::vector<JobKey>& job_schema() {
       {"parallel", "plan", "", "path", "Plan file (JSON) giving each layer its ranks; empty: data parallel over all ranks. Relative to the job file's folder"},
       {"parallel", "bucket_mb", "25", "MiB", "Gradient allreduce bucket size"},
       {"parallel", "layer_timing", "false", "boolean", "Report transfer and allreduce seconds per layer in the metrics; each layer's gradient allreduce then runs on its own, without overlap"},
+      {"parallel", "sync_batchnorm", "true", "boolean", "Batch-norm statistics over all ranks of a layer (the same result as one rank); false: each rank normalises its own slice, as PyTorch DDP does without SyncBatchNorm, and no reduction runs inside the step"},
       {"output", "metrics", "", "path", "Metrics JSON written at the end (relative to the working folder); {job_id}, {job} and {ranks} expand to the Slurm job id (or 'local'), the job name and the rank count"},
       {"output", "checkpoint", "", "path", "HDF5 checkpoint, written atomically at the end and at the cadences below; the previous one is kept as <path>.prev. --resume continues from the newer valid one. Placeholders as for metrics"},
       {"output", "checkpoint_every", "0", "steps", "Checkpoint cadence in steps; 0: only at the end"},
       {"output", "checkpoint_seconds", "0", "seconds", "Checkpoint cadence in wall seconds (decided on rank 0); 0: off"},
+      {"background", "job", "", "path", "A background job file trained data parallel beside this one on the same ranks, in its own thread at idle priority, on its own communicator (docs/multiplexing.md); empty: none. Relative to this job file's folder"},
+      {"background", "calibrate_steps", "10", "steps", "Steps each job first runs alone (background first, then foreground) to measure its speed alone; >= 2"},
+      {"background", "max_slowdown", "1.1", "factor", "The background starts a piece (one layer) only while the foreground's last step took at most this times its time alone"},
+      {"background", "pause_in_allreduce", "false", "boolean", "Also hold the background back while the foreground waits in a reduction (for devices where the two compete; on CPUs that wait is the background's chance)"},
+      {"background", "wait_spin_us", "200", "microseconds", "While a background job runs, a foreground wait polls this long before it starts sleeping"},
+      {"background", "wait_sleep_us", "20", "microseconds", "... then sleeps between polls, leaving the core to the background: at least this long"},
+      {"background", "wait_predict", "0.8", "fraction", "A foreground wait at a place where the last two waits took at least T (the shorter) first sleeps this fraction of T in one piece: the background gets the foreground's idle stretch whole"},
+      {"background", "wait_backoff", "0.02", "fraction", "... and at least this fraction of the time waited so far, so long waits hand over the core in long pieces; the foreground then wakes at most about this fraction of its wait late"},
   };
   return keys;
 }
@@ -203,11 +212,22 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   c.plan_path = resolve(base, v.str("parallel", "plan"));
   c.bucket_bytes = static_cast<size_t>(v.number("parallel", "bucket_mb", 0.0f, true) * 1024.0f * 1024.0f);
   c.layer_timing = v.boolean("parallel", "layer_timing");
+  c.sync_batchnorm = v.boolean("parallel", "sync_batchnorm");
 
   c.metrics_path = v.str("output", "metrics");
   c.checkpoint_path = v.str("output", "checkpoint");
   c.checkpoint_every = v.integer("output", "checkpoint_every", 0);
   c.checkpoint_seconds = v.number("output", "checkpoint_seconds", 0.0f);
+
+  c.background.job_path = resolve(base, v.str("background", "job"));
+  c.background.calibrate_steps = static_cast<int>(v.integer("background", "calibrate_steps", 2));
+  c.background.max_slowdown = v.number("background", "max_slowdown", 1.0f);
+  c.background.pause_in_allreduce = v.boolean("background", "pause_in_allreduce");
+  c.background.wait_spin_us = static_cast<int>(v.integer("background", "wait_spin_us", 0));
+  c.background.wait_sleep_us = static_cast<int>(v.integer("background", "wait_sleep_us", 1));
+  c.background.wait_backoff = v.number("background", "wait_backoff", 0.0f);
+  c.background.wait_predict = v.number("background", "wait_predict", 0.0f);
+  if (c.background.wait_predict >= 1.0f) v.fail("background", "wait_predict", "must be below 1");
   return c;
 }
 

@@ -21,6 +21,16 @@ struct JobKey {
 const std::vector<JobKey>& job_schema();
 std::string job_schema_markdown();
 
+// [background]: a second job sharing the ranks (docs/multiplexing.md).
+struct BackgroundConfig {
+  std::string job_path;  // empty: none
+  int calibrate_steps = 10;
+  double max_slowdown = 1.1;
+  bool pause_in_allreduce = false;
+  int wait_spin_us = 200, wait_sleep_us = 20;
+  double wait_backoff = 0.02, wait_predict = 0.8;
+};
+
 struct JobConfig {
   std::string file;  // the job file, for messages
 
@@ -54,11 +64,14 @@ struct JobConfig {
   std::string plan_path;            // empty: data parallel over every rank
   size_t bucket_bytes = 25u << 20;  // gradient allreduce bucket
   bool layer_timing = false;        // per-layer transfer/allreduce seconds (no overlap)
+  bool sync_batchnorm = true;       // batch-norm statistics over each layer's group
 
   // [output]
   std::string metrics_path, checkpoint_path;
   int64_t checkpoint_every = 0;   // steps; 0: only at the end
   double checkpoint_seconds = 0;  // wall seconds; 0: off
+
+  BackgroundConfig background;
 
   // Command line only: continue from the newest valid checkpoint at checkpoint_path.
   bool resume = false;

@@ -4,11 +4,13 @@
 // metrics and the final checkpoint. Collective: every rank calls it.
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "burstpool/background.hpp"
 #include "burstpool/job.hpp"
 #include "burstpool/json_io.hpp"
 
@@ -43,6 +45,7 @@ struct TrainResult {
     double transfer = 0, allreduce = 0;  // seconds per step, the largest over ranks
   };
   std::vector<Layer> per_layer;  // with [parallel] layer_timing
+  std::optional<MultiplexResult> multiplex;  // with a [background] job
 };
 
 TrainResult train(const JobConfig& job);

@@ -1,0 +1,142 @@
+#pragma once
+// Multiplexing: a background training job on the same ranks as the
+// foreground, data parallel, in its own thread, on its own duplicate of the
+// world communicator (so it never shares tags, requests or collective order
+// with the foreground), at idle priority.
+//
+// Protocol (every rank does the same, in the same order):
+//   1. the constructor (collective) builds the job and its communicator;
+//   2. calibrate(k) runs k background steps on the calling thread, alone:
+//      the background's throughput alone;
+//   3. the foreground runs its first steps alone (its baseline step time,
+//      which opens the gate), then start() launches the thread;
+//   4. stop() ends it. Background ranks agree on stopping (and on a
+//      non-finite loss) in one small allreduce per step, so they stop after
+//      the same step. A background failure is reported and never stops the
+//      foreground: a rank whose peer died stops waiting when stop() gives up.
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "burstpool/error.hpp"
+#include "burstpool/job.hpp"
+#include "burstpool/session.hpp"
+
+namespace burstpool {
+
+// The foreground's side of the gate. The background starts a piece (one
+// layer's forward or backward) only while the foreground's recent steps took
+// on average at most max_slowdown x its baseline and, when pause_in_allreduce is set, the
+// foreground is not inside a reduction.
+class ForegroundGate {
+ public:
+  ForegroundGate(double max_slowdown, bool pause_in_allreduce)
+      : max_slowdown_(max_slowdown), pause_in_allreduce_(pause_in_allreduce) {}
+  void set_baseline(double step_seconds) { baseline_.store(step_seconds); }
+  // Keeps a moving average over about the last 8 steps, so one noisy step
+  // does not stop the background.
+  void step_finished(double step_seconds) {
+    const double old = recent_.load();
+    recent_.store(old > 0 ? 0.875 * old + 0.125 * step_seconds : step_seconds);
+  }
+  std::atomic<bool>& in_allreduce() { return in_allreduce_; }
+  bool open() const;
+
+ private:
+  double max_slowdown_;
+  bool pause_in_allreduce_;
+  std::atomic<double> baseline_{0}, recent_{0};
+  std::atomic<bool> in_allreduce_{false};
+};
+
+struct BackgroundReport {
+  std::string job, model, priority;
+  bool failed = false;   // on this rank; the trainer gathers every rank's
+  std::string error;     // what failed, on this rank
+  int64_t steps = 0;                      // steps finished, calibration included
+  int64_t shared_steps = 0;               // of them, beside the foreground
+  double alone_samples_per_second = 0;    // calibration, on the whole world alone
+  double shared_samples_per_second = 0;   // beside the foreground
+  double first_loss = NAN, last_loss = NAN;
+  double gate_wait_seconds = 0;           // held back by the gate
+  TimeSplit shared_times;                 // its compute / reduction seconds beside the foreground
+};
+
+struct MultiplexResult {
+  BackgroundReport background;       // rank 0's
+  int failed_ranks = 0;              // ranks whose background failed
+  int calibrate_steps = 0;
+  double foreground_alone_samples_per_second = 0;   // its first steps, alone
+  double foreground_shared_samples_per_second = 0;  // while the background ran
+  double foreground_slowdown = 0;                   // alone rate / shared rate
+  double cluster_throughput = 0;  // sum over both jobs of shared rate / alone rate
+};
+
+// The thread's scheduling: SCHED_IDLE where allowed, else the lowest nice.
+// Returns what it got, for the report ("SCHED_IDLE", "nice 19", or why not).
+std::string lower_thread_priority();
+
+// Throws unless MPI runs at MPI_THREAD_MULTIPLE, naming the level it has.
+void require_thread_multiple();
+void check_thread_level(int provided);  // the same, for a given level
+
+class BackgroundJob {
+ public:
+  // Collective over `world`. `job` must be data parallel (no plan). Throws
+  // Error for a bad job, missing data, or a thread level below MULTIPLE.
+  BackgroundJob(const JobConfig& job, MPI_Comm world, ForegroundGate& gate);
+  ~BackgroundJob();
+  BackgroundJob(const BackgroundJob&) = delete;
+  BackgroundJob& operator=(const BackgroundJob&) = delete;
+
+  // Runs `steps` steps (collective) on the calling thread at its priority. A
+  // non-finite loss (agreed by all ranks) marks the job failed and it never
+  // starts; other errors here propagate (they end the run, like a bad job file).
+  void calibrate(int steps);
+  // Launches the background thread; it trains until its steps run out, a
+  // failure, or stop().
+  void start();
+  // Asks the thread to stop after its current step; after `grace_seconds`
+  // it cancels the thread's waits instead (a dead peer). Returns the report.
+  BackgroundReport stop(double grace_seconds);
+
+  bool running() const { return thread_.joinable() && !done_.load(); }
+  // For progress lines while it runs.
+  double last_loss() const { return last_loss_.load(); }
+  double shared_rate() const;
+  double seconds_per_step_alone() const { return alone_step_seconds_; }
+
+ private:
+  struct Diverged : Error {
+    using Error::Error;
+  };
+  void calibrate_steps(int steps);
+  void run_thread();
+  bool run_step(bool stop_wanted);  // one step; false when the ranks agree to stop
+
+  std::unique_ptr<TrainingSession> session_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  ForegroundGate& gate_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false}, cancel_{false}, done_{false};
+  std::mutex mutex_;
+  std::condition_variable finished_;
+  BackgroundReport report_;
+  std::atomic<double> last_loss_{NAN};
+  std::atomic<int64_t> step_{0};
+  int64_t shared_first_step_ = 0;
+  double alone_step_seconds_ = 0;
+  std::chrono::steady_clock::time_point shared_start_;
+  int fail_rank_ = -1;  // test hook BURSTPOOL_TEST_BACKGROUND_FAIL=rank:step
+  int64_t fail_step_ = -1;
+};
+
+}  // namespace burstpool

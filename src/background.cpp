@@ -1,0 +1,195 @@
+#include "burstpool/background.hpp"
+
+#include <omp.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "../comm/wait.hpp"
+#include "burstpool/error.hpp"
+#include "burstpool/model_io.hpp"
+#include "burstpool/runtime.hpp"
+
+namespace burstpool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
+
+bool ForegroundGate::open() const {
+  if (pause_in_allreduce_ && in_allreduce_.load(std::memory_order_relaxed)) return false;
+  const double base = baseline_.load(std::memory_order_relaxed);
+  return base <= 0 || recent_.load(std::memory_order_relaxed) <= max_slowdown_ * base;
+}
+
+std::string lower_thread_priority() {
+  sched_param param{};
+  param.sched_priority = 0;
+  if (sched_setscheduler(0, SCHED_IDLE, &param) == 0) return "SCHED_IDLE";  // 0: the calling thread
+  const std::string why = std::strerror(errno);
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(tid), 19) == 0) return "nice 19";
+  return "normal (SCHED_IDLE refused: " + why + "; nice refused: " + std::strerror(errno) + ")";
+}
+
+void require_thread_multiple() {
+  int level = MPI_THREAD_SINGLE;
+  BP_MPI_CHECK(MPI_Query_thread(&level));
+  check_thread_level(level);
+}
+
+void check_thread_level(int level) {
+  if (level < MPI_THREAD_MULTIPLE)
+    throw Error(fmt::format("a background job needs MPI_THREAD_MULTIPLE ({}), but MPI was initialised at level {}",
+                            MPI_THREAD_MULTIPLE, level));
+}
+
+BackgroundJob::BackgroundJob(const JobConfig& job, MPI_Comm world, ForegroundGate& gate) : gate_(gate) {
+  require_thread_multiple();
+  if (!job.plan_path.empty())
+    throw Error(fmt::format("{}: [parallel] plan: a background job trains data parallel; remove the plan", job.file));
+  if (!job.background.job_path.empty())
+    throw Error(fmt::format("{}: [background] job: a background job cannot have a background job", job.file));
+  BP_MPI_CHECK(MPI_Comm_dup(world, &comm_));
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  int size = 1;
+  MPI_Comm_size(comm_, &size);
+  const ModelSpec spec = load_model_spec(job.model_path);
+  session_ = std::make_unique<TrainingSession>(job, spec, data_parallel_plan(spec, size, job.batch_size), comm_);
+  session_->exec().set_before_layer([this] {
+    const auto t0 = Clock::now();
+    while (!gate_.open() && !stop_.load() && !cancel_.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (cancel_.load()) throw WaitCancelled();
+    report_.gate_wait_seconds += since(t0);
+  });
+  report_.job = job.name;
+  report_.model = spec.name;
+  if (const char* hook = std::getenv("BURSTPOOL_TEST_BACKGROUND_FAIL")) {
+    long long step = -1;
+    if (std::sscanf(hook, "%d:%lld", &fail_rank_, &step) == 2) fail_step_ = step;
+  }
+}
+
+BackgroundJob::~BackgroundJob() {
+  if (thread_.joinable()) stop(0);
+  // A cancelled thread may leave requests pending on comm_; freeing it then is
+  // not allowed, so it is left to MPI_Finalize.
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (comm_ != MPI_COMM_NULL && !finalized && !cancel_.load()) MPI_Comm_free(&comm_);
+}
+
+// One step. The ranks agree whether to go on (nobody wants to stop, the loss
+// is finite) in a small reduction started after forward and awaited after
+// backward, so it adds no wait of its own. Returns false when they agree to
+// stop; the step's update is then dropped.
+bool BackgroundJob::run_step(bool stop_wanted) {
+  TrainingSession& s = *session_;
+  const int64_t step = step_.load();
+  const double loss = s.forward(step);
+  double agree[3] = {stop_wanted ? 1.0 : 0.0, std::isfinite(loss) ? 0.0 : 1.0, std::isfinite(loss) ? loss : 0.0};
+  MPI_Request request;
+  BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, agree, 3, MPI_DOUBLE, MPI_SUM, comm_, &request));
+  if (step == fail_step_ && world().rank == fail_rank_)
+    throw Error(fmt::format("test failure injected at background step {} (BURSTPOOL_TEST_BACKGROUND_FAIL)", step));
+  s.backward();
+  wait_all(1, &request);
+  if (agree[1] > 0) throw Diverged(fmt::format("background training loss became non-finite at step {}", step));
+  if (agree[0] > 0) return false;
+  s.apply(step);
+  if (std::isnan(report_.first_loss)) report_.first_loss = agree[2];
+  report_.last_loss = agree[2];
+  last_loss_.store(agree[2]);
+  step_.store(step + 1);
+  return step + 1 < s.total_steps();
+}
+
+void BackgroundJob::calibrate(int steps) {
+  try {
+    calibrate_steps(steps);
+  } catch (const Diverged& e) {  // every rank agreed on it: safe to go on without the background
+    report_.failed = true;
+    report_.error = e.what();
+    fmt::print(stderr, "burstpool: warning: background job '{}' failed on rank {} ({}): {}; the foreground goes on\n",
+               report_.job, world().rank, world().host, e.what());
+  }
+}
+
+void BackgroundJob::calibrate_steps(int steps) {
+  // The first step pays for first-touch allocation and is not timed.
+  if (steps < 2 || !run_step(false)) return;
+  const int64_t first = step_.load();
+  const auto t0 = Clock::now();
+  while (step_.load() - first < steps - 1 && run_step(false)) {
+  }
+  const int64_t done = step_.load() - first;
+  if (done > 0) alone_step_seconds_ = since(t0) / static_cast<double>(done);
+  report_.alone_samples_per_second =
+      alone_step_seconds_ > 0 ? session_->job().batch_size / alone_step_seconds_ : 0;
+}
+
+void BackgroundJob::start() {
+  if (report_.failed) return;
+  session_->exec().times() = {};  // from here on: the shared phase
+  shared_start_ = Clock::now();
+  shared_first_step_ = step_.load();
+  thread_ = std::thread([this] { run_thread(); });
+}
+
+void BackgroundJob::run_thread() {
+  report_.priority = lower_thread_priority();
+  omp_set_num_threads(1);  // this thread's OpenMP teams only; the foreground keeps its own
+  set_wait_cancel_flag(&cancel_);
+  try {
+    while (run_step(stop_.load())) {
+    }
+  } catch (const WaitCancelled&) {
+    report_.failed = true;
+    report_.error = "stopped waiting for the background job on the other ranks (did it fail there?)";
+  } catch (const std::exception& e) {
+    report_.failed = true;
+    report_.error = e.what();
+  }
+  if (report_.failed)
+    fmt::print(stderr, "burstpool: warning: background job '{}' failed on rank {} ({}): {}; the foreground goes on\n",
+               report_.job, world().rank, world().host, report_.error);
+  set_wait_cancel_flag(nullptr);
+  report_.shared_samples_per_second = shared_rate();
+  std::lock_guard<std::mutex> lock(mutex_);
+  done_.store(true);
+  finished_.notify_all();
+}
+
+double BackgroundJob::shared_rate() const {
+  const double t = since(shared_start_);
+  return t > 0 ? static_cast<double>(step_.load() - shared_first_step_) * session_->job().batch_size / t : 0;
+}
+
+BackgroundReport BackgroundJob::stop(double grace_seconds) {
+  if (!thread_.joinable()) {
+    report_.steps = step_.load();
+    return report_;
+  }
+  stop_.store(true);
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!finished_.wait_for(lock, std::chrono::duration<double>(grace_seconds), [this] { return done_.load(); })) {
+      cancel_.store(true);  // a peer is gone: leave its collectives
+      finished_.wait(lock, [this] { return done_.load(); });
+    }
+  }
+  thread_.join();
+  report_.steps = step_.load();
+  report_.shared_times = session_->exec().times();
+  report_.shared_steps = step_.load() - shared_first_step_;
+  return report_;
+}
+
+}  // namespace burstpool

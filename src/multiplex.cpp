@@ -1,0 +1,90 @@
+#include "multiplex.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+
+#include "../comm/wait.hpp"
+#include "burstpool/error.hpp"
+#include "burstpool/runtime.hpp"
+
+namespace burstpool {
+
+Multiplexer::Multiplexer(const JobConfig& foreground, Executor& exec)
+    : fg_(foreground), exec_(exec), gate_(foreground.background.max_slowdown, foreground.background.pause_in_allreduce) {
+  const JobConfig bg = load_job(fg_.background.job_path);
+  const char* yield = std::getenv("OMPI_MCA_mpi_yield_when_idle");
+  if (world().rank == 0 && yield && std::string(yield) == "1")
+    fmt::print(stderr,
+               "burstpool: warning: OMPI_MCA_mpi_yield_when_idle=1 makes every MPI poll of the foreground hand its core "
+               "to the background job; unset it (waits sleep on their own while a background job runs)\n");
+  bg_ = std::make_unique<BackgroundJob>(bg, MPI_COMM_WORLD, gate_);
+  bg_->calibrate(fg_.background.calibrate_steps);
+  exec_.set_reduce_flag(&gate_.in_allreduce());
+  if (world().rank == 0)
+    fmt::print("background: job '{}' ({}), {:.0f} samples/s alone; the foreground runs {} steps alone, then both\n",
+               bg.name, bg.model_path, bg.batch_size / std::max(1e-9, bg_->seconds_per_step_alone()),
+               fg_.background.calibrate_steps);
+}
+
+Multiplexer::~Multiplexer() {
+  if (bg_) bg_->stop(0);
+  set_wait_policy({});
+  exec_.set_reduce_flag(nullptr);
+}
+
+void Multiplexer::step_finished(double seconds) {
+  gate_.step_finished(seconds);
+  if (started_) {
+    if (!bg_->running()) return;  // it finished (or failed): no longer shared
+    shared_seconds_ += seconds;
+    ++shared_steps_;
+    return;
+  }
+  alone_.push_back(seconds);
+  if (static_cast<int>(alone_.size()) < fg_.background.calibrate_steps) return;
+  // The first step pays for first-touch allocation and is not counted.
+  const double mean = (std::accumulate(alone_.begin() + 1, alone_.end(), 0.0)) / (alone_.size() - 1);
+  gate_.set_baseline(mean);
+  const BackgroundConfig& c = fg_.background;
+  set_wait_policy({true, c.wait_spin_us, c.wait_sleep_us, c.wait_backoff, c.wait_predict});
+  bg_->start();
+  started_ = true;
+}
+
+std::string Multiplexer::progress() const {
+  if (!started_) return "";
+  return fmt::format(" | bg {:.0f} samples/s, loss {:.4f}", bg_->shared_rate(), bg_->last_loss());
+}
+
+MultiplexResult Multiplexer::finish() {
+  MultiplexResult r;
+  r.calibrate_steps = fg_.background.calibrate_steps;
+  // Generous: a healthy background stops within one of its steps.
+  const double grace = std::max(5.0, 20.0 * bg_->seconds_per_step_alone());
+  r.background = bg_->stop(grace);
+  set_wait_policy({});
+  int failed = r.background.failed ? 1 : 0;
+  BP_MPI_CHECK(MPI_Allreduce(&failed, &r.failed_ranks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  // Rates from the mean step time, slowest rank (steps are synchronous, so
+  // the ranks differ little).
+  double means[2] = {alone_.size() > 1 ? std::accumulate(alone_.begin() + 1, alone_.end(), 0.0) / (alone_.size() - 1) : 0,
+                     shared_steps_ > 0 ? shared_seconds_ / shared_steps_ : 0};
+  BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, means, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  const double batch = fg_.batch_size;
+  r.foreground_alone_samples_per_second = means[0] > 0 ? batch / means[0] : 0;
+  r.foreground_shared_samples_per_second = means[1] > 0 ? batch / means[1] : 0;
+  if (r.foreground_shared_samples_per_second > 0 && r.foreground_alone_samples_per_second > 0) {
+    r.foreground_slowdown = r.foreground_alone_samples_per_second / r.foreground_shared_samples_per_second;
+    const double bg = r.background.alone_samples_per_second > 0
+                          ? r.background.shared_samples_per_second / r.background.alone_samples_per_second
+                          : 0;
+    r.cluster_throughput = 1.0 / r.foreground_slowdown + bg;
+  }
+  bg_.reset();
+  return r;
+}
+
+}  // namespace burstpool

@@ -1,0 +1,42 @@
+#pragma once
+// The trainer's side of multiplexing (include/burstpool/background.hpp): it
+// builds and calibrates the background job, times the foreground alone for
+// its first steps, starts the background, and at the end turns both jobs'
+// rates into the slowdown and cluster-throughput figures.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "burstpool/background.hpp"
+#include "burstpool/executor.hpp"
+#include "burstpool/job.hpp"
+
+namespace burstpool {
+
+
+class Multiplexer {
+ public:
+  // Collective over the world: loads the background job named by the
+  // foreground's [background] job, builds it and runs its calibration steps.
+  Multiplexer(const JobConfig& foreground, Executor& exec);
+  ~Multiplexer();
+  // After every foreground step (its seconds): the first calibrate_steps
+  // steps time the foreground alone; then the background starts.
+  void step_finished(double seconds);
+  // " | bg ..." for the progress line, or "".
+  std::string progress() const;
+  // Stops the background (collective over the world, for the report).
+  MultiplexResult finish();
+
+ private:
+  JobConfig fg_;
+  Executor& exec_;
+  ForegroundGate gate_;
+  std::unique_ptr<BackgroundJob> bg_;
+  std::vector<double> alone_;    // foreground step seconds, alone
+  double shared_seconds_ = 0;    // foreground step seconds while the background ran
+  int64_t shared_steps_ = 0;
+  bool started_ = false;
+};
+
+}  // namespace burstpool

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Multiplexing on 2 ranks: a foreground LeNet-5 with a burst plan and a
+# data-parallel background MLP. The foreground must end bitwise equal to the
+# same run without the background, both jobs' losses must fall, the metrics
+# must report both rates, and a background that stops, diverges or crashes on
+# one rank must leave the foreground finishing normally.
+# Usage: multiplex.sh BURSTPOOL_BINARY SOURCE_DIR
+set -u
+bin=$(realpath "$1")
+src=$(realpath "$2")
+command -v mpirun >/dev/null || { echo "mpirun missing"; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+unset OMPI_MCA_mpi_yield_when_idle
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+cat >"$work/fg.ini" <<JOB
+[job]
+model = $src/jobs/models/lenet5.ini
+seed = 4
+[data]
+source = synthetic
+synthetic_train_samples = 1024
+synthetic_test_samples = 0
+[train]
+batch_size = 32
+steps = 300
+log_every = 50
+[optimizer]
+lr = 0.02
+[background]
+job = bg.ini
+calibrate_steps = 5
+JOB
+cat >"$work/bg.ini" <<JOB
+[job]
+model = $src/jobs/models/mlp.ini
+seed = 9
+[data]
+source = synthetic
+synthetic_train_samples = 1024
+synthetic_test_samples = 0
+[train]
+batch_size = 64
+steps = 100000
+[optimizer]
+lr = 0.02
+JOB
+grep -v '^job = bg.ini' "$work/fg.ini" >"$work/alone.ini"
+# Burst plan: the first convolution block on rank 0, the rest on rank 1, so
+# each rank waits for the other for part of every step.
+"$bin" plan --data-parallel "$src/jobs/models/lenet5.ini" --ranks 2 --global-batch 32 --out "$work/plan.json" >/dev/null
+python3 - "$work/plan.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for layer in p["layers"]:
+    layer["ranks"] = [0] if layer["name"] in ("data", "conv1", "relu1", "pool1") else [1]
+json.dump(p, open(sys.argv[1], "w"))
+PY
+
+run() {  # run NAME JOB [extra args]: mpirun on 2 ranks, output in $work/NAME.*
+  local name=$1 job=$2
+  shift 2
+  timeout 120 mpirun -np 2 "$bin" train "$job" --plan "$work/plan.json" --checkpoint "$work/$name.h5" \
+    --metrics "$work/$name.json" "$@" >"$work/$name.out" 2>"$work/$name.err"
+}
+same_as_alone() {  # the foreground's weights and momentum, bit for bit
+  h5diff -d 0 "$work/alone.h5" "$work/$1.h5" >/dev/null || fail "$1: foreground differs from the run without background"
+}
+metric() { python3 -c "import json,sys; m=json.load(open('$work/$1.json')); print(eval(sys.argv[1]))" "$2"; }
+
+run alone "$work/alone.ini" || fail "alone: exit $?"
+
+# 1. Shared run: same foreground bits, both losses fall, all figures present.
+run shared "$work/fg.ini" || fail "shared: exit $?: $(cat "$work/shared.err")"
+same_as_alone shared
+python3 - "$work/shared.json" "$work/shared.out" <<'PY' || fail "shared: metrics or losses wrong"
+import json, re, sys
+m = json.load(open(sys.argv[1]))
+b = m["background"]
+losses = [float(x) for x in re.findall(r"\| loss ([0-9.]+) \|", open(sys.argv[2]).read())]
+checks = {
+    "foreground loss falls": losses[-1] < 0.5 * losses[0],
+    "background loss falls": b["last_loss"] < 0.5 * b["first_loss"],
+    "background ran beside the foreground": b["shared_steps"] > 0 and m["background_samples_per_second"] > 0,
+    "rates": m["foreground_samples_per_second"] > 0 and b["alone_samples_per_second"] > 0,
+    "slowdown and cluster throughput": m["foreground_slowdown"] > 0 and m["cluster_throughput"] > 0,
+    "idle priority": b["priority"] in ("SCHED_IDLE", "nice 19"),
+    "no failure": b["failed_ranks"] == 0,
+}
+for name, ok in checks.items():
+    print(("ok   " if ok else "FAIL ") + name)
+print("foreground losses", losses[0], "->", losses[-1], "; background", b["first_loss"], "->", b["last_loss"])
+sys.exit(0 if all(checks.values()) else 1)
+PY
+
+# 2. The background's own steps run out first: it stops, the foreground goes on.
+sed -i 's/^steps = 100000/steps = 8/' "$work/bg.ini"
+run stopped "$work/fg.ini" || fail "stopped: exit $?"
+same_as_alone stopped
+[[ "$(metric stopped 'm["background"]["steps"], m["background"]["failed_ranks"]')" == "(8, 0)" ]] ||
+  fail "stopped: background steps/failures $(metric stopped 'm["background"]["steps"], m["background"]["failed_ranks"]')"
+sed -i 's/^steps = 8/steps = 100000/' "$work/bg.ini"
+
+# 3. The background diverges (non-finite loss): reported on every rank, foreground finishes.
+sed -i 's/^lr = 0.02/lr = 1e30/' "$work/bg.ini"
+run diverged "$work/fg.ini" || fail "diverged: exit $?"
+same_as_alone diverged
+grep -q "background job 'bg' failed on rank .*non-finite" "$work/diverged.err" || fail "diverged: no warning"
+[[ "$(metric diverged 'm["background"]["failed_ranks"]')" == 2 ]] || fail "diverged: failed_ranks"
+sed -i 's/^lr = 1e30/lr = 0.02/' "$work/bg.ini"
+
+# 4. The background crashes on rank 1 alone, mid-step: rank 0's background is
+#    left waiting for it and gives up when the foreground ends.
+BURSTPOOL_TEST_BACKGROUND_FAIL=1:7 run crashed "$work/fg.ini" || fail "crashed: exit $?"
+same_as_alone crashed
+grep -q "failed on rank 1 .*test failure injected" "$work/crashed.err" || fail "crashed: no warning from rank 1"
+grep -q "failed on rank 0 .*stopped waiting" "$work/crashed.err" || fail "crashed: rank 0 did not report giving up"
+[[ "$(metric crashed 'm["background"]["failed_ranks"]')" == 2 ]] || fail "crashed: failed_ranks"
+
+# 5. Bad background jobs are refused before training, naming file and key.
+printf '[parallel]\nplan = x.json\n' >>"$work/bg.ini"
+timeout 60 mpirun -np 2 "$bin" train "$work/fg.ini" >/dev/null 2>"$work/bad.err" && fail "background with a plan accepted"
+grep -q "bg.ini: \[parallel\] plan: a background job trains data parallel" "$work/bad.err" || fail "bad: $(cat "$work/bad.err")"
+
+[[ $failures == 0 ]] && echo "multiplex: all passed"
+exit $((failures > 0))

@@ -1,0 +1,62 @@
+// Multiplexing pieces that need no MPI: the foreground gate, wait sites and
+// the thread-level check.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include "../comm/wait.hpp"
+#include "burstpool/background.hpp"
+
+namespace burstpool {
+namespace {
+
+TEST(ForegroundGate, OpenUntilBaselineThenFollowsTheAverageStep) {
+  ForegroundGate gate(1.1, false);
+  gate.step_finished(5.0);
+  EXPECT_TRUE(gate.open()) << "no baseline yet: nothing to protect";
+  ForegroundGate g(1.1, false);
+  g.set_baseline(1.0);
+  g.step_finished(1.05);
+  EXPECT_TRUE(g.open());
+  g.step_finished(2.0);  // average 0.875*1.05 + 0.125*2 = 1.169 > 1.1
+  EXPECT_FALSE(g.open());
+  for (int i = 0; i < 8; ++i) g.step_finished(1.0);  // recovers: 1.169 -> 1 + 0.169*0.875^8 = 1.058
+  EXPECT_TRUE(g.open());
+}
+
+TEST(ForegroundGate, OnlyPausesInReductionsWhenAskedTo) {
+  ForegroundGate cpu(1.1, false), gpu(1.1, true);
+  for (ForegroundGate* g : {&cpu, &gpu}) {
+    g->set_baseline(1.0);
+    g->step_finished(1.0);
+    g->in_allreduce().store(true);
+  }
+  EXPECT_TRUE(cpu.open());
+  EXPECT_FALSE(gpu.open());
+  gpu.in_allreduce().store(false);
+  EXPECT_TRUE(gpu.open());
+}
+
+TEST(WaitSite, ExpectsTheShorterOfTheLastTwoWaits) {
+  WaitSite site;
+  EXPECT_EQ(site.expected(), 0.0);
+  site.record(0.010);
+  EXPECT_EQ(site.expected(), 0.0) << "one wait is not a pattern yet";
+  site.record(0.012);
+  EXPECT_DOUBLE_EQ(site.expected(), 0.010);
+  site.record(0.500);  // an outlier does not make the next wait sleep long
+  EXPECT_DOUBLE_EQ(site.expected(), 0.012);
+}
+
+TEST(ThreadLevel, BelowMultipleIsRefusedWithTheLevel) {
+  EXPECT_NO_THROW(check_thread_level(MPI_THREAD_MULTIPLE));
+  try {
+    check_thread_level(MPI_THREAD_SERIALIZED);
+    FAIL() << "serialized accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("MPI_THREAD_MULTIPLE"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::to_string(MPI_THREAD_SERIALIZED)), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace burstpool
