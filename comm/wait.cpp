@@ -56,7 +56,7 @@ void wait_all(int count, MPI_Request* requests, WaitSite* site) {
     BP_MPI_CHECK(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE));
     if (done) break;
     if (cancelled()) throw WaitCancelled();
-    if (!p.polite) continue;
+    if (!p.polite && !t_cancel) continue;  // a background thread always sleeps: it never needs the latency
     if (!predicted && site && site->expected() * 1e6 > p.spin_us) {
       predicted = true;  // sleep through most of the expected wait at once
       std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(

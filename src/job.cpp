@@ -48,7 +48,7 @@ const std::vector<JobKey>& job_schema() {
       {"output", "checkpoint", "", "path", "HDF5 checkpoint, written atomically at the end and at the cadences below; the previous one is kept as <path>.prev. --resume continues from the newer valid one. Placeholders as for metrics"},
       {"output", "checkpoint_every", "0", "steps", "Checkpoint cadence in steps; 0: only at the end"},
       {"output", "checkpoint_seconds", "0", "seconds", "Checkpoint cadence in wall seconds (decided on rank 0); 0: off"},
-      {"background", "job", "", "path", "A background job file trained data parallel beside this one on the same ranks, in its own thread at idle priority, on its own communicator (docs/multiplexing.md); empty: none. Relative to this job file's folder"},
+      {"background", "job", "", "path", "A background job file trained data parallel beside this one on the same ranks, in its own thread at idle priority, on its own communicator (docs/multiplexing.md); empty or none: no background job (--set background.job=none switches it off). Relative to this job file's folder"},
       {"background", "calibrate_steps", "10", "steps", "Steps each job first runs alone (background first, then foreground) to measure its speed alone; >= 2"},
       {"background", "max_slowdown", "1.1", "factor", "The background starts a piece (one layer) only while the foreground's last step took at most this times its time alone"},
       {"background", "pause_in_allreduce", "false", "boolean", "Also hold the background back while the foreground waits in a reduction (for devices where the two compete; on CPUs that wait is the background's chance)"},
@@ -219,7 +219,8 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   c.checkpoint_every = v.integer("output", "checkpoint_every", 0);
   c.checkpoint_seconds = v.number("output", "checkpoint_seconds", 0.0f);
 
-  c.background.job_path = resolve(base, v.str("background", "job"));
+  const std::string background = v.str("background", "job");
+  c.background.job_path = background == "none" ? "" : resolve(base, background);
   c.background.calibrate_steps = static_cast<int>(v.integer("background", "calibrate_steps", 2));
   c.background.max_slowdown = v.number("background", "max_slowdown", 1.0f);
   c.background.pause_in_allreduce = v.boolean("background", "pause_in_allreduce");

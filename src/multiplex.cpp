@@ -38,6 +38,10 @@ Multiplexer::~Multiplexer() {
 void Multiplexer::step_finished(double seconds) {
   gate_.step_finished(seconds);
   if (started_) {
+    // Sleeping in waits only pays while the background may use the time;
+    // with the gate shut the foreground spins as it would alone.
+    const bool polite = bg_->running() && gate_.open();
+    if (polite != wait_policy().polite) set_wait_policy(polite_waits(polite));
     if (!bg_->running()) return;  // it finished (or failed): no longer shared
     shared_seconds_ += seconds;
     ++shared_steps_;
@@ -48,10 +52,14 @@ void Multiplexer::step_finished(double seconds) {
   // The first step pays for first-touch allocation and is not counted.
   const double mean = (std::accumulate(alone_.begin() + 1, alone_.end(), 0.0)) / (alone_.size() - 1);
   gate_.set_baseline(mean);
-  const BackgroundConfig& c = fg_.background;
-  set_wait_policy({true, c.wait_spin_us, c.wait_sleep_us, c.wait_backoff, c.wait_predict});
+  set_wait_policy(polite_waits(true));
   bg_->start();
   started_ = true;
+}
+
+WaitPolicy Multiplexer::polite_waits(bool on) const {
+  const BackgroundConfig& c = fg_.background;
+  return {on, c.wait_spin_us, c.wait_sleep_us, c.wait_backoff, c.wait_predict};
 }
 
 std::string Multiplexer::progress() const {

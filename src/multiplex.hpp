@@ -10,6 +10,7 @@
 #include "burstpool/background.hpp"
 #include "burstpool/executor.hpp"
 #include "burstpool/job.hpp"
+#include "../comm/wait.hpp"
 
 namespace burstpool {
 
@@ -29,6 +30,8 @@ class Multiplexer {
   MultiplexResult finish();
 
  private:
+  WaitPolicy polite_waits(bool on) const;
+
   JobConfig fg_;
   Executor& exec_;
   ForegroundGate gate_;
