@@ -30,6 +30,8 @@ const std::vector<JobKey>& job_schema() {
       {"train", "epochs", "1", "epochs", "Passes over the training set when steps = 0 (last partial batch dropped)"},
       {"train", "eval_every", "0", "steps", "Test-set evaluation cadence; 0: at the end of every epoch. Always at the end"},
       {"train", "log_every", "100", "steps", "Progress line cadence on rank 0"},
+      {"train", "target_accuracy", "0", "fraction", "Test accuracy to reach: the metrics record the training seconds and epochs to the first evaluation at or above it; 0: none"},
+      {"train", "stop_at_target", "false", "boolean", "End training at the first evaluation that reaches target_accuracy"},
       {"optimizer", "type", "sgd", "sgd", "Optimizer"},
       {"optimizer", "lr", "0.1", "learning rate", "Base learning rate"},
       {"optimizer", "momentum", "0.9", "factor", "Momentum; 0 disables it"},
@@ -48,6 +50,15 @@ const std::vector<JobKey>& job_schema() {
       {"output", "checkpoint", "", "path", "HDF5 checkpoint, written atomically at the end and at the cadences below; the previous one is kept as <path>.prev. --resume continues from the newer valid one. Placeholders as for metrics"},
       {"output", "checkpoint_every", "0", "steps", "Checkpoint cadence in steps; 0: only at the end"},
       {"output", "checkpoint_seconds", "0", "seconds", "Checkpoint cadence in wall seconds (decided on rank 0); 0: off"},
+      {"sync", "strategy", "ssgd", "ssgd | sma | shadow | local-sgd", "How replicas stay together (docs/learners.md): ssgd = synchronous SGD over the plan; sma = synchronous model averaging of small-batch learners; shadow = learners never wait, a thread per rank averages models in the background; local-sgd = average every local_steps. For sma, shadow and local-sgd, [train] batch_size is each learner's batch"},
+      {"sync", "learners", "0", "learners", "Learners (model replicas, one thread each) per rank; 0: auto-tuned for sma, 1 otherwise. shadow takes 1"},
+      {"sync", "max_learners", "8", "learners", "Most learners per rank the auto-tuner tries"},
+      {"sync", "autotune_threshold", "0.1", "fraction", "The auto-tuner adds a learner while throughput grows by more than this; on the first smaller gain it removes the last one and stops"},
+      {"sync", "autotune_steps", "30", "iterations", "Iterations timed per learner count while auto-tuning (after 3 untimed)"},
+      {"sync", "alpha", "0.1", "factor", "sma: pull of each learner towards the average model"},
+      {"sync", "average_momentum", "0.9", "factor", "sma: momentum on the average model"},
+      {"sync", "local_steps", "8", "iterations", "local-sgd: iterations between model averages"},
+      {"sync", "shadow_pause_ms", "0", "milliseconds", "shadow: pause between two background averaging rounds"},
       {"background", "job", "", "path", "A background job file trained data parallel beside this one on the same ranks, in its own thread at idle priority, on its own communicator (docs/multiplexing.md); empty or none: no background job (--set background.job=none switches it off). Relative to this job file's folder"},
       {"background", "calibrate_steps", "10", "steps", "Steps each job first runs alone (background first, then foreground) to measure its speed alone; >= 2"},
       {"background", "max_slowdown", "1.1", "factor", "The background starts a piece (one layer) only while the foreground's last step took at most this times its time alone"},
@@ -190,6 +201,9 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   c.epochs = static_cast<int>(v.integer("train", "epochs", 1));
   c.eval_every = v.integer("train", "eval_every", 0);
   c.log_every = v.integer("train", "log_every", 1);
+  c.target_accuracy = v.number("train", "target_accuracy", 0.0f);
+  if (c.target_accuracy > 1) v.fail("train", "target_accuracy", "must be at most 1");
+  c.stop_at_target = v.boolean("train", "stop_at_target");
 
   v.choice("optimizer", "type", {"sgd"});
   c.lr = v.number("optimizer", "lr", 0.0f, true);
@@ -219,6 +233,21 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   c.checkpoint_every = v.integer("output", "checkpoint_every", 0);
   c.checkpoint_seconds = v.number("output", "checkpoint_seconds", 0.0f);
 
+  c.sync.strategy = v.choice("sync", "strategy", {"ssgd", "sma", "shadow", "local-sgd"});
+  c.sync.learners = static_cast<int>(v.integer("sync", "learners", 0));
+  c.sync.max_learners = static_cast<int>(v.integer("sync", "max_learners", 1));
+  c.sync.autotune_threshold = v.number("sync", "autotune_threshold", 0.0f);
+  c.sync.autotune_steps = static_cast<int>(v.integer("sync", "autotune_steps", 1));
+  c.sync.alpha = v.number("sync", "alpha", 0.0f);
+  if (c.sync.alpha > 1) v.fail("sync", "alpha", "must be at most 1");
+  c.sync.average_momentum = v.number("sync", "average_momentum", 0.0f);
+  if (c.sync.average_momentum >= 1) v.fail("sync", "average_momentum", "must be below 1");
+  c.sync.local_steps = static_cast<int>(v.integer("sync", "local_steps", 1));
+  c.sync.shadow_pause_ms = v.number("sync", "shadow_pause_ms", 0.0f);
+  if (c.sync.strategy == "shadow" && c.sync.learners > 1) v.fail("sync", "learners", "shadow runs one learner per rank");
+  if (c.sync.strategy != "ssgd" && c.sync.strategy != "sma" && c.sync.learners == 0) c.sync.learners = 1;
+  if (c.sync.strategy == "sma" && c.sgd.nesterov) v.fail("optimizer", "nesterov", "sma uses plain momentum (REFERENCE section 3)");
+  if (c.sync.strategy != "ssgd" && !c.plan_path.empty()) v.fail("parallel", "plan", "plans are for ssgd; small-batch learners each hold the whole model");
   const std::string background = v.str("background", "job");
   c.background.job_path = background == "none" ? "" : resolve(base, background);
   c.background.calibrate_steps = static_cast<int>(v.integer("background", "calibrate_steps", 2));

@@ -1,22 +1,9 @@
 #include "burstpool/sma.hpp"
 
-#include <algorithm>
-
 namespace burstpool {
 
-SmaState::SmaState(const float* init, size_t params, int learners, SmaOptions options)
-    : options_(options),
-      w_(learners, std::vector<float>(init, init + params)),
-      u_(learners, std::vector<float>(params, 0.0f)),
-      z_(init, init + params),
-      z_prev_(init, init + params) {}
-
-void SmaState::learner_step(int j, const float* grad, float lr, float* delta) {
-  float* w = w_[j].data();
-  float* u = u_[j].data();
-  const float* z = z_.data();
-  const SmaOptions& o = options_;
-  const size_t n = z_.size();
+void sma_learner_step(const SmaOptions& o, float* w, float* u, const float* grad, const float* z, float lr,
+                      float* delta, size_t n) {
 #pragma omp simd
   for (size_t i = 0; i < n; ++i) {
     const float g = grad[i] + o.weight_decay * w[i];
@@ -27,17 +14,15 @@ void SmaState::learner_step(int j, const float* grad, float lr, float* delta) {
   }
 }
 
-void SmaState::average_step(const float* delta) {
-  const float mu = options_.average_momentum;
+AverageModel::AverageModel(const float* init, size_t n, float average_momentum)
+    : mu_(average_momentum), z_(init, init + n), z_prev_(init, init + n) {}
+
+void AverageModel::step(const float* delta) {
   for (size_t i = 0; i < z_.size(); ++i) {
     const float z = z_[i];
-    z_[i] = z + delta[i] + mu * (z - z_prev_[i]);
+    z_[i] = z + delta[i] + mu_ * (z - z_prev_[i]);
     z_prev_[i] = z;
   }
-}
-
-void SmaState::reset_learners() {
-  for (auto& w : w_) std::copy(z_.begin(), z_.end(), w.begin());
 }
 
 }  // namespace burstpool

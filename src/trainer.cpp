@@ -136,6 +136,7 @@ int64_t resume(const JobConfig& job, Model& model, Sgd& sgd, bool chatty) {
 }  // namespace
 
 TrainResult train(const JobConfig& job) {
+  if (job.sync.strategy != "ssgd") return train_small_batch(job);
   const auto wall_start = Clock::now();
   const WorldInfo& w = world();
   TrainResult r;
@@ -143,6 +144,7 @@ TrainResult train(const JobConfig& job) {
   r.ranks = w.size;
   r.threads = configure_threads(job.threads);
   r.batch_size = job.batch_size;
+  r.target_accuracy = job.target_accuracy;
 
   const ModelSpec spec = load_model_spec(job.model_path);
   r.model = spec.name;
@@ -165,7 +167,7 @@ TrainResult train(const JobConfig& job) {
   if (!job.background.job_path.empty()) multiplex = std::make_unique<Multiplexer>(job, exec);
 
   double window_loss = 0;
-  int64_t window_steps = 0;
+  int64_t window_steps = 0, total_run = total;  // total_run: less when stopped at the target
   auto window_start = Clock::now(), last_checkpoint = Clock::now();
   for (int64_t step = first_step; step < total; ++step) {
     const auto t0 = Clock::now();
@@ -212,12 +214,24 @@ TrainResult train(const JobConfig& job) {
                    p.accuracy, p.loss);
       std::fflush(stdout);
       window_start = Clock::now();  // evaluation is not training time
+      if (job.target_accuracy > 0 && std::isnan(r.time_to_target_seconds) && p.accuracy >= job.target_accuracy) {
+        r.time_to_target_seconds = r.train_seconds;
+        r.epochs_to_target = p.epoch;
+        if (chatty)
+          fmt::print("target accuracy {} reached after {:.1f} training seconds, {:.2f} epochs\n", job.target_accuracy,
+                     r.train_seconds, p.epoch);
+        if (job.stop_at_target) {
+          total_run = step + 1;
+          break;
+        }
+      }
     }
   }
+  if (window_steps > 0) r.final_loss = sum_over_world(window_loss) / window_steps;  // stopped at the target
   if (multiplex) r.multiplex = multiplex->finish();
-  r.steps = total;
-  r.epochs = static_cast<double>(total) / per_epoch;
-  r.samples_per_second = (total - first_step) * job.batch_size / std::max(1e-9, r.train_seconds);
+  r.steps = total_run;
+  r.epochs = static_cast<double>(total_run) / per_epoch;
+  r.samples_per_second = (total_run - first_step) * job.batch_size / std::max(1e-9, r.train_seconds);
   r.forward_gflop_per_sample = model.forward_flops_per_sample() / 1e9;
   r.achieved_gflops = 3.0 * r.forward_gflop_per_sample * r.samples_per_second;
   const TimeSplit& t = exec.times();
@@ -232,9 +246,9 @@ TrainResult train(const JobConfig& job) {
     BP_MPI_CHECK(MPI_Reduce(local.data(), worst.data(), static_cast<int>(local.size()), MPI_DOUBLE, MPI_MAX, 0,
                             MPI_COMM_WORLD));
     for (int i = 0; i < model.size(); ++i)
-      r.per_layer.push_back({model.layer(i).name(), exec.ranks_of(i), worst[2 * i] / total, worst[2 * i + 1] / total});
+      r.per_layer.push_back({model.layer(i).name(), exec.ranks_of(i), worst[2 * i] / total_run, worst[2 * i + 1] / total_run});
   }
-  if (!job.checkpoint_path.empty()) write_final_checkpoint(job, exec, sgd, total);
+  if (!job.checkpoint_path.empty()) write_final_checkpoint(job, exec, sgd, total_run);
   r.wall_seconds = seconds_since(wall_start);
   return r;
 }
@@ -275,6 +289,15 @@ nlohmann::json metrics_json(const TrainResult& r) {
           {"evaluations", evals},
           {"per_rank", per_rank},
           {"per_layer", per_layer}};
+  out["strategy"] = r.strategy;
+  out["learners_per_rank"] = r.learners;
+  nlohmann::json tuning = nlohmann::json::array();
+  for (const auto& t : r.tuning) tuning.push_back({{"learners", t.learners}, {"samples_per_second", t.samples_per_second}});
+  out["learner_tuning"] = tuning;
+  if (r.strategy == "shadow") out["shadow_rounds"] = r.shadow_rounds;
+  out["target_accuracy"] = r.target_accuracy;
+  out["time_to_target_seconds"] = number(r.time_to_target_seconds);
+  out["epochs_to_target"] = number(r.epochs_to_target);
   if (r.multiplex) {
     const MultiplexResult& m = *r.multiplex;
     const BackgroundReport& b = m.background;

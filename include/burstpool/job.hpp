@@ -31,6 +31,18 @@ struct BackgroundConfig {
   double wait_backoff = 0.02, wait_predict = 0.8;
 };
 
+// [sync]: how replicas stay together (docs/learners.md).
+struct SyncConfig {
+  std::string strategy = "ssgd";  // ssgd | sma | shadow | local-sgd
+  int learners = 0;               // per rank; 0: auto-tuned (sma) or 1
+  int max_learners = 8;
+  double autotune_threshold = 0.1;
+  int autotune_steps = 30;
+  float alpha = 0.1f, average_momentum = 0.9f;
+  int local_steps = 8;
+  double shadow_pause_ms = 0;
+};
+
 struct JobConfig {
   std::string file;  // the job file, for messages
 
@@ -54,6 +66,8 @@ struct JobConfig {
   int epochs = 1;
   int64_t eval_every = 0;  // steps; 0: at the end of every epoch
   int64_t log_every = 100;
+  double target_accuracy = 0;  // 0: none
+  bool stop_at_target = false;
 
   // [optimizer], [schedule]
   float lr = 0.1f;
@@ -72,6 +86,7 @@ struct JobConfig {
   double checkpoint_seconds = 0;  // wall seconds; 0: off
 
   BackgroundConfig background;
+  SyncConfig sync;
 
   // Command line only: continue from the newest valid checkpoint at checkpoint_path.
   bool resume = false;

@@ -1,7 +1,7 @@
 #pragma once
-// Synchronous model averaging (SMA, ../shared/REFERENCE.md section 3) on flat
-// parameter buffers: k learner replicas w_j with their own momentum u_j, and
-// a central average model z with momentum on it. Per learner-iteration:
+// Synchronous model averaging (SMA, ../shared/REFERENCE.md section 3): k
+// learner replicas w_j, each with its own momentum u_j, and a central average
+// model z with momentum on it. Per learner-iteration:
 //
 //   g     = grad(w_j) + weight_decay * w_j
 //   u_j   = -lr * g + momentum * u_j
@@ -11,13 +11,10 @@
 //   Delta = sum over all learners (all ranks) of c_j
 //   z     = z + Delta + average_momentum * (z - z_prev)
 //
-// learner_step() does the first five lines for one learner and adds c_j into
-// a Delta buffer; the caller sums Delta over its learners (in place) and then
-// over ranks (one allreduce), and calls average_step() everywhere, so every
-// rank holds the same z. With alpha = 0 the learners never see z.
-//
-// This is the update rule only; the trainer wiring (learners as threads, the
-// sync key, auto-tuning) is issue #6's remaining work.
+// sma_learner_step() does the first five lines for one learner and adds c_j
+// to a Delta buffer; the caller sums Delta over its learners, then over ranks
+// (one allreduce), and every rank calls AverageModel::step() with the same
+// Delta, so every rank holds the same z. With alpha = 0 learners never see z.
 #include <cstddef>
 #include <vector>
 
@@ -30,30 +27,22 @@ struct SmaOptions {
   float weight_decay = 0.0f;
 };
 
-class SmaState {
+// One learner's update, over n parameters: w (its replica) and u (its
+// momentum) in place, delta += c_j. Learners may run it concurrently, each
+// with its own delta buffer.
+void sma_learner_step(const SmaOptions& options, float* w, float* u, const float* grad, const float* z, float lr,
+                      float* delta, size_t n);
+
+class AverageModel {
  public:
-  // k learners, every replica and the average start at `init` (size params).
-  SmaState(const float* init, size_t params, int learners, SmaOptions options);
-
+  AverageModel(const float* init, size_t n, float average_momentum);
+  const float* data() const { return z_.data(); }
   size_t size() const { return z_.size(); }
-  int learners() const { return static_cast<int>(w_.size()); }
-  float* learner(int j) { return w_[j].data(); }
-  const float* learner(int j) const { return w_[j].data(); }
-  const float* average() const { return z_.data(); }
-
-  // One learner's update from its gradient (of the loss only); adds c_j to
-  // delta. Learners touch only their own replica and momentum, so different
-  // learners may run this concurrently if each has its own delta buffer.
-  void learner_step(int j, const float* grad, float lr, float* delta);
-  // The average model's update from the global Delta (all learners, all ranks).
-  void average_step(const float* delta);
-  // At a learning-rate drop: every replica restarts from the average model
-  // (momentum kept).
-  void reset_learners();
+  // z = z + delta + average_momentum * (z - z_prev), from the global Delta.
+  void step(const float* delta);
 
  private:
-  SmaOptions options_;
-  std::vector<std::vector<float>> w_, u_;
+  float mu_;
   std::vector<float> z_, z_prev_;
 };
 

@@ -46,9 +46,22 @@ struct TrainResult {
   };
   std::vector<Layer> per_layer;  // with [parallel] layer_timing
   std::optional<MultiplexResult> multiplex;  // with a [background] job
+
+  std::string strategy = "ssgd";  // [sync] strategy
+  int learners = 1;               // per rank, at the end
+  struct Tuning {
+    int learners;
+    double samples_per_second;
+  };
+  std::vector<Tuning> tuning;     // the auto-tuner's trials, in order
+  int64_t shadow_rounds = 0;      // shadow: background averaging rounds on rank 0
+  double target_accuracy = 0;     // [train] target_accuracy; 0: none
+  double time_to_target_seconds = NAN, epochs_to_target = NAN;  // NaN: not reached
 };
 
 TrainResult train(const JobConfig& job);
+// sma, shadow and local-sgd (src/small_batch.cpp); train() hands such jobs on.
+TrainResult train_small_batch(const JobConfig& job);
 nlohmann::json metrics_json(const TrainResult& r);
 
 }  // namespace burstpool

@@ -18,56 +18,57 @@ namespace {
 //   step 4, grads (0, 0):  u = (-0.0625, 0.0125), c = (-0.0875, 0.0875), w = (0.75, 1.0),
 //                          Delta = 0, z = 0.9 + 0.5 (0.9 - 1) = 0.85 (momentum on z)
 TEST(Sma, UpdateRulesMatchHandValues) {
+  const SmaOptions o{0.5f, 0.5f, 0.5f, 0.0f};
+  float w[2] = {1, 1}, u[2] = {0, 0};
   const float init = 1.0f;
-  SmaState sma(&init, 1, 2, {0.5f, 0.5f, 0.5f, 0.0f});
+  AverageModel z(&init, 1, o.average_momentum);
   const float grads[4][2] = {{1, -1}, {2, 0}, {0, 0}, {0, 0}};
   const float want_w[4][2] = {{0.9f, 1.1f}, {0.70f, 1.10f}, {0.725f, 1.075f}, {0.75f, 1.0f}};
   const float want_z[4] = {1.0f, 1.0f, 0.9f, 0.85f};
   for (int step = 0; step < 4; ++step) {
     float delta = 0;
-    for (int j = 0; j < 2; ++j) sma.learner_step(j, &grads[step][j], 0.1f, &delta);
-    sma.average_step(&delta);
-    for (int j = 0; j < 2; ++j) EXPECT_NEAR(sma.learner(j)[0], want_w[step][j], 1e-6) << "step " << step + 1;
-    EXPECT_NEAR(sma.average()[0], want_z[step], 1e-6) << "step " << step + 1;
+    for (int j = 0; j < 2; ++j) sma_learner_step(o, &w[j], &u[j], &grads[step][j], z.data(), 0.1f, &delta, 1);
+    z.step(&delta);
+    for (int j = 0; j < 2; ++j) EXPECT_NEAR(w[j], want_w[step][j], 1e-6) << "step " << step + 1;
+    EXPECT_NEAR(z.data()[0], want_z[step], 1e-6) << "step " << step + 1;
   }
-  sma.reset_learners();  // a learning-rate drop
-  EXPECT_EQ(sma.learner(0)[0], sma.average()[0]);
-  EXPECT_EQ(sma.learner(1)[0], sma.average()[0]);
 }
 
 // g = grad + wd * w: w = 2, grad 1, wd 0.1 -> g = 1.2, u = -0.12, w = 1.88.
 TEST(Sma, WeightDecayJoinsTheGradient) {
-  const float init = 2.0f, grad = 1.0f;
-  SmaState sma(&init, 1, 1, {0.5f, 0.0f, 0.9f, 0.1f});
-  float delta = 0;
-  sma.learner_step(0, &grad, 0.1f, &delta);
-  EXPECT_NEAR(sma.learner(0)[0], 1.88f, 1e-6);
+  const SmaOptions o{0.5f, 0.0f, 0.9f, 0.1f};
+  float w = 2.0f, u = 0.0f, delta = 0.0f;
+  const float grad = 1.0f, z = 2.0f;
+  sma_learner_step(o, &w, &u, &grad, &z, 0.1f, &delta, 1);
+  EXPECT_NEAR(w, 1.88f, 1e-6);
   EXPECT_EQ(delta, 0.0f);  // w_old was z
 }
 
 // With alpha = 0 each learner is plain momentum SGD on its own gradients and
 // the average model never moves.
 TEST(Sma, AlphaZeroLeavesLearnersIndependent) {
+  const SmaOptions o{0.0f, 0.9f, 0.9f, 0.01f};
   const std::vector<float> init = {0.5f, -1.0f, 2.0f};
-  SmaState sma(init.data(), 3, 2, {0.0f, 0.9f, 0.9f, 0.01f});
+  AverageModel z(init.data(), 3, o.average_momentum);
   std::vector<std::vector<float>> w(2, init), u(2, std::vector<float>(3, 0.0f));
+  std::vector<std::vector<float>> ref_w(2, init), ref_u(2, std::vector<float>(3, 0.0f));
   for (int step = 0; step < 5; ++step) {
     std::vector<float> delta(3, 0.0f);
     for (int j = 0; j < 2; ++j) {
       std::vector<float> g(3);
       for (int i = 0; i < 3; ++i) g[i] = 0.3f * (j + 1) * (i - 1) + 0.1f * step;
-      sma.learner_step(j, g.data(), 0.05f, delta.data());
+      sma_learner_step(o, w[j].data(), u[j].data(), g.data(), z.data(), 0.05f, delta.data(), 3);
       for (int i = 0; i < 3; ++i) {
-        u[j][i] = -0.05f * (g[i] + 0.01f * w[j][i]) + 0.9f * u[j][i];
-        w[j][i] += u[j][i];
+        ref_u[j][i] = -0.05f * (g[i] + 0.01f * ref_w[j][i]) + 0.9f * ref_u[j][i];
+        ref_w[j][i] += ref_u[j][i];
       }
     }
-    sma.average_step(delta.data());
+    z.step(delta.data());
     for (int j = 0; j < 2; ++j)
-      for (int i = 0; i < 3; ++i) EXPECT_NEAR(sma.learner(j)[i], w[j][i], 1e-6);
-    for (int i = 0; i < 3; ++i) EXPECT_EQ(sma.average()[i], init[i]);
+      for (int i = 0; i < 3; ++i) EXPECT_NEAR(w[j][i], ref_w[j][i], 1e-6);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(z.data()[i], init[i]);
   }
-  EXPECT_NE(sma.learner(0)[0], sma.learner(1)[0]);  // they did diverge
+  EXPECT_NE(w[0][0], w[1][0]);  // they did diverge
 }
 
 }  // namespace

@@ -1,0 +1,68 @@
+#pragma once
+// Small-batch learners on one rank (docs/learners.md): each learner is a
+// whole model replica with its own activations, gradients and momentum,
+// trained on its own small batch, in its own thread.
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "burstpool/executor.hpp"
+#include "burstpool/optimizer.hpp"
+
+namespace burstpool {
+
+struct Learner {
+  // Builds a replica for batch `batch`, initialised from `seed` (the same on
+  // every rank and learner), on a one-rank plan over MPI_COMM_SELF.
+  Learner(const ModelSpec& spec, int batch, uint64_t seed, const SgdOptions& sgd, size_t bucket_bytes);
+  Model& model() { return exec->model(); }
+  float* params() { return exec->model().params().data(); }
+
+  std::unique_ptr<Executor> exec;
+  std::unique_ptr<Sgd> sgd;      // local-sgd and shadow: the job's SGD on this replica
+  std::vector<float> momentum;   // sma: u_j
+  std::vector<float> delta;      // sma: this learner's c_j, summed by the rank after the iteration
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  double loss = 0;
+};
+
+// One auto-tuning decision (REFERENCE section 3): k learners gave `rate`
+// samples/s; `best` is the rate kept so far (0 before the first trial). Add a
+// learner while the rate grows by more than `threshold` (a fraction); on the
+// first smaller gain remove the last one and stop; stop at `max_learners`.
+struct TuningStep {
+  int learners;  // the count to run next
+  double best;   // the rate to beat next
+  bool done;     // tuning is over
+};
+TuningStep next_learner_count(int k, double rate, double best, double threshold, int max_learners);
+
+// Runs fn(j) for j in [0, k): j = 0 on the calling thread, the others on
+// persistent worker threads (created as k grows), each with `omp_threads`
+// OpenMP threads. Rethrows the first exception a learner threw.
+class LearnerPool {
+ public:
+  explicit LearnerPool(int omp_threads) : omp_threads_(omp_threads) {}
+  ~LearnerPool();
+  void run(int k, const std::function<void(int)>& fn);
+
+ private:
+  void work(int index, long seen);
+
+  int omp_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable start_, done_;
+  const std::function<void(int)>* fn_ = nullptr;
+  int k_ = 0, pending_ = 0;
+  long generation_ = 0;
+  bool quit_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace burstpool

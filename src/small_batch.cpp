@@ -1,0 +1,307 @@
+// Small-batch learners: sma, shadow and local-sgd (docs/learners.md).
+//
+// Every rank holds k learners (replicas of the whole model), each trained on
+// its own batch of [train] batch_size samples per iteration. Learner batches
+// come from one seeded sampler: iteration i uses learner batches
+// [base, base + ranks x k), learner j of rank r taking base + r k + j, so no
+// two learners see the same samples in an epoch. The learning-rate schedule
+// runs over learner batches per rank (an iteration with k learners advances
+// it by k), so its length does not depend on k.
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <numeric>
+
+#include <mpi.h>
+
+#include "burstpool/checkpoint.hpp"
+#include "burstpool/error.hpp"
+#include "burstpool/model_io.hpp"
+#include "burstpool/runtime.hpp"
+#include "burstpool/session.hpp"
+#include "burstpool/sma.hpp"
+#include "burstpool/trainer.hpp"
+#include "learners.hpp"
+#include "shadow.hpp"
+
+namespace burstpool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void sum_over_world(float* v, size_t n) {
+  BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+}
+double sum_over_world(double v) {
+  BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  return v;
+}
+
+// Test accuracy and loss of `params` (collective): each rank evaluates its
+// share of the test set with `learner`'s replica, whose own parameters are
+// put back afterwards.
+EvalPoint evaluate(Learner& learner, const float* params, const Dataset& test, const JobConfig& job) {
+  Model& m = learner.model();
+  const size_t n = m.param_count();
+  std::vector<float> own(m.params().data(), m.params().data() + n);
+  std::copy(params, params + n, m.params().data());
+  const WorldInfo& w = world();
+  const size_t lo = test.size() * w.rank / w.size, hi = test.size() * (w.rank + 1) / w.size;
+  const int chunk = learner.exec->plan().global_batch, k = m.classes();
+  std::vector<uint32_t> idx(chunk);
+  Context ctx;
+  ctx.training = false;
+  ctx.seed = job.seed;
+  ctx.loss_scale = 1.0 / static_cast<double>(test.size());
+  double correct = 0, loss = 0;
+  for (size_t start = lo; start < hi; start += chunk) {
+    const int count = static_cast<int>(std::min<size_t>(chunk, hi - start));
+    std::iota(idx.begin(), idx.begin() + count, static_cast<uint32_t>(start));
+    gather_images(test, idx.data(), {0, count}, learner.images);
+    gather_labels(test, idx.data(), {0, count}, learner.labels);
+    loss += learner.exec->forward(count, learner.images.data(), learner.labels.data(), ctx);
+    const float* z = m.activation(m.logits_layer()).data();
+    for (int i = 0; i < count; ++i) {
+      const float* row = z + static_cast<size_t>(i) * k;
+      correct += (std::max_element(row, row + k) - row) == learner.labels[i];
+    }
+  }
+  std::copy(own.begin(), own.end(), m.params().data());
+  EvalPoint p;
+  p.accuracy = sum_over_world(correct) / static_cast<double>(test.size());
+  p.loss = sum_over_world(loss);
+  return p;
+}
+
+// The auto-tuner (REFERENCE section 3; decisions in next_learner_count):
+// rank 0's timing decides and every rank follows.
+class AutoTuner {
+ public:
+  AutoTuner(const SyncConfig& c, bool on) : c_(c), on_(on) {}
+  bool active() const { return on_; }
+  // After each iteration with k learners; returns the learner count to use next.
+  int after_iteration(int k, double seconds, double samples, std::vector<TrainResult::Tuning>& history) {
+    if (!on_) return k;
+    if (++iterations_ <= kUntimed) return k;
+    seconds_ += seconds;
+    samples_ += samples;
+    if (iterations_ < kUntimed + c_.autotune_steps) return k;
+    int decision[2] = {k, 0};  // next count, tuning over
+    if (world().rank == 0) {
+      history.push_back({k, samples_ / seconds_});
+      const TuningStep t = next_learner_count(k, samples_ / seconds_, best_, c_.autotune_threshold, c_.max_learners);
+      best_ = t.best;
+      decision[0] = t.learners;
+      decision[1] = t.done;
+    }
+    BP_MPI_CHECK(MPI_Bcast(decision, 2, MPI_INT, 0, MPI_COMM_WORLD));
+    on_ = !decision[1];
+    iterations_ = 0;
+    seconds_ = samples_ = 0;
+    return decision[0];
+  }
+
+ private:
+  static constexpr int kUntimed = 3;
+  const SyncConfig& c_;
+  bool on_;
+  int iterations_ = 0;
+  double seconds_ = 0, samples_ = 0, best_ = 0;
+};
+
+}  // namespace
+
+TrainResult train_small_batch(const JobConfig& job) {
+  const auto wall_start = Clock::now();
+  const WorldInfo& w = world();
+  const SyncConfig& sc = job.sync;
+  if (job.resume) throw Error(fmt::format("{}: --resume works with [sync] strategy = ssgd only", job.file));
+  TrainResult r;
+  r.job = job.name;
+  r.ranks = w.size;
+  r.threads = configure_threads(job.threads);
+  r.batch_size = job.batch_size;
+  r.strategy = sc.strategy;
+  r.target_accuracy = job.target_accuracy;
+  const bool sma = sc.strategy == "sma", shadow = sc.strategy == "shadow", local = sc.strategy == "local-sgd";
+  const int b = job.batch_size;
+
+  const ModelSpec spec = load_model_spec(job.model_path);
+  r.model = spec.name;
+  std::vector<std::unique_ptr<Learner>> learners;
+  learners.push_back(std::make_unique<Learner>(spec, b, job.seed, job.sgd, job.bucket_bytes));
+  Learner& first = *learners[0];
+  if (is_hdf5_path(job.model_path) && has_weights(job.model_path)) load_weights(job.model_path, first.model());
+  const size_t n = first.model().param_count();
+  const JobData data = load_job_data(job, first.model());
+  BatchSampler sampler(data.train.size(), b, job.seed);
+  const int64_t per_epoch = sampler.steps_per_epoch();  // learner batches per epoch
+  const int64_t total_batches = job.steps > 0 ? 0 : job.epochs * per_epoch;
+  LrSchedule schedule = job.schedule;
+  schedule.total_steps = job.steps > 0 ? job.steps : std::max<int64_t>(1, total_batches / w.size);
+  const SmaOptions sma_options{sc.alpha, job.sgd.momentum, sc.average_momentum, job.sgd.weight_decay};
+  AverageModel z(first.params(), n, sc.average_momentum);
+  auto add_learner = [&] {
+    learners.push_back(std::make_unique<Learner>(spec, b, job.seed, job.sgd, job.bucket_bytes));
+    const float* from = sma ? z.data() : first.params();
+    std::copy(from, from + n, learners.back()->params());
+  };
+  while (static_cast<int>(learners.size()) < std::max(1, sc.learners)) add_learner();
+  AutoTuner tuner(sc, sma && sc.learners == 0);
+
+  std::mutex params_lock;  // shadow: learner 0's parameters, shared with the averaging thread
+  std::unique_ptr<ShadowAverager> averager;
+  if (shadow) {
+    averager = std::make_unique<ShadowAverager>(MPI_COMM_WORLD, first.params(), n, params_lock, sc.shadow_pause_ms);
+    averager->start();
+  }
+  // The model the job stands for: z (sma), or the average of every replica (collective).
+  std::vector<float> current(n);
+  auto average_model = [&]() -> const float* {
+    if (sma) return z.data();
+    std::fill(current.begin(), current.end(), 0.0f);
+    {
+      std::unique_lock<std::mutex> guard(params_lock);
+      for (auto& l : learners)
+        for (size_t i = 0; i < n; ++i) current[i] += l->params()[i];
+    }
+    sum_over_world(current.data(), n);
+    const float inv = 1.0f / static_cast<float>(learners.size() * w.size);
+    for (float& v : current) v *= inv;
+    return current.data();
+  };
+
+  const bool chatty = w.rank == 0;
+  if (chatty)
+    fmt::print("burstpool: job '{}', model '{}' ({} parameters), {} training samples, {} x {} learner(s) of batch {}, "
+               "strategy {}{}, {} thread(s) per rank, job id {}\n",
+               job.name, spec.name, n, data.train.size(), w.size, sc.learners == 0 && sma ? "auto" : std::to_string(learners.size()), b,
+               sc.strategy, tuner.active() ? " (learner count auto-tuned)" : "", r.threads, w.job_id);
+
+  LearnerPool pool(r.threads);
+  int64_t batches = 0, iteration = 0;  // learner batches taken (all ranks), iterations run
+  float reset_lr = schedule.at(0);
+  double window_loss = 0;
+  int64_t window_iterations = 0, window_samples = 0;
+  double window_seconds = 0;  // training time only
+  int64_t next_eval = job.eval_every > 0 ? job.eval_every : per_epoch;  // iterations, or learner batches per epoch
+  auto finished = [&] { return job.steps > 0 ? iteration >= job.steps : batches + w.size * int64_t(learners.size()) > total_batches; };
+  while (!finished()) {
+    const auto t0 = Clock::now();
+    const int k = static_cast<int>(learners.size());
+    const int64_t position = batches / w.size;  // schedule position: learner batches per rank
+    const float lr = schedule.at(job.steps > 0 ? iteration : position);
+    if (sma && lr < 0.5f * reset_lr) {  // a learning-rate drop: replicas restart from the average
+      for (auto& l : learners) std::copy(z.data(), z.data() + n, l->params());
+      reset_lr = lr;
+    }
+    for (int j = 0; j < k; ++j) {  // the sampler is not thread-safe: batches are gathered here
+      Learner& l = *learners[j];
+      const auto& idx = sampler.batch(batches + w.rank * k + j);
+      gather_images(data.train, idx.data(), {0, b}, l.images);
+      gather_labels(data.train, idx.data(), {0, b}, l.labels);
+    }
+    pool.run(k, [&](int j) {
+      Learner& l = *learners[j];
+      Context ctx;
+      ctx.seed = job.seed;
+      ctx.step = batches + w.rank * k + j;  // dropout masks differ per learner batch
+      ctx.loss_scale = 1.0 / b;
+      std::unique_lock<std::mutex> guard(params_lock, std::defer_lock);
+      if (shadow) guard.lock();
+      l.loss = l.exec->forward(b, l.images.data(), l.labels.data(), ctx);
+      l.exec->backward(ctx);
+      if (sma) {
+        std::fill(l.delta.begin(), l.delta.end(), 0.0f);
+        sma_learner_step(sma_options, l.params(), l.momentum.data(), l.model().grads().data(), z.data(), lr,
+                         l.delta.data(), n);
+      } else {
+        l.sgd->step(lr);
+      }
+    });
+    double loss = 0;
+    for (auto& l : learners) loss += l->loss / k;
+    if (!std::isfinite(loss))
+      throw Error(fmt::format("training loss became {} at iteration {} (try a lower [optimizer] lr)", loss, iteration));
+    if (sma) {  // corrections: summed on the rank, then one allreduce
+      float* delta = first.delta.data();
+      for (int j = 1; j < k; ++j)
+        for (size_t i = 0; i < n; ++i) delta[i] += learners[j]->delta[i];
+      sum_over_world(delta, n);
+      z.step(delta);
+    }
+    if (local && (iteration + 1) % sc.local_steps == 0) {
+      const float* avg = average_model();
+      for (auto& l : learners) std::copy(avg, avg + n, l->params());
+    }
+    batches += static_cast<int64_t>(w.size) * k;
+    ++iteration;
+    const double seconds = since(t0);
+    r.train_seconds += seconds;
+    window_loss += loss;
+    ++window_iterations;
+    window_samples += static_cast<int64_t>(w.size) * k * b;
+    window_seconds += seconds;
+
+    const int next_k = tuner.after_iteration(k, seconds, static_cast<double>(w.size) * k * b, r.tuning);
+    while (static_cast<int>(learners.size()) < next_k) add_learner();
+    while (static_cast<int>(learners.size()) > next_k) learners.pop_back();
+    if (chatty && next_k != k)
+      fmt::print("auto-tune: {} learner(s) per rank gave {:.0f} samples/s; {} {}\n", k, r.tuning.back().samples_per_second,
+                 next_k > k ? "trying" : "keeping", next_k);
+
+    const bool last = finished();
+    if (iteration % job.log_every == 0 || last) {
+      r.final_loss = sum_over_world(window_loss) / (w.size * window_iterations);
+      const double rate = window_samples / std::max(1e-9, window_seconds);
+      if (chatty)
+        fmt::print("iteration {} | epoch {:.2f} | loss {:.4f} | {:.0f} samples/s | lr {:.4g} | learners {}\n", iteration,
+                   static_cast<double>(batches) / per_epoch, r.final_loss, rate, lr, learners.size());
+      std::fflush(stdout);
+      window_loss = 0;
+      window_iterations = window_samples = 0;
+      window_seconds = 0;
+    }
+    const bool eval_due = job.eval_every > 0 ? iteration >= next_eval : batches >= next_eval;
+    if (data.has_test && (eval_due || last)) {
+      next_eval += job.eval_every > 0 ? job.eval_every : per_epoch;
+      const auto e0 = Clock::now();
+      const float* model = average_model();
+      EvalPoint p = evaluate(first, model, data.test, job);
+      p.step = iteration;
+      p.epoch = static_cast<double>(batches) / per_epoch;
+      r.evals.push_back(p);
+      r.test_accuracy = p.accuracy;
+      r.eval_seconds += since(e0);
+      if (chatty)
+        fmt::print("eval @ iteration {} (epoch {:.2f}): test accuracy {:.4f}, test loss {:.4f}\n", p.step, p.epoch,
+                   p.accuracy, p.loss);
+      std::fflush(stdout);
+      if (job.target_accuracy > 0 && std::isnan(r.time_to_target_seconds) && p.accuracy >= job.target_accuracy) {
+        r.time_to_target_seconds = r.train_seconds;
+        r.epochs_to_target = p.epoch;
+        if (chatty)
+          fmt::print("target accuracy {} reached after {:.1f} training seconds, {:.2f} epochs\n", job.target_accuracy,
+                     r.train_seconds, p.epoch);
+        if (job.stop_at_target) break;
+      }
+    }
+  }
+  if (window_iterations > 0) r.final_loss = sum_over_world(window_loss) / (w.size * window_iterations);
+  if (averager) r.shadow_rounds = averager->finish();
+  const float* final_model = average_model();
+  std::copy(final_model, final_model + n, first.params());
+  r.learners = static_cast<int>(learners.size());
+  r.steps = iteration;
+  r.epochs = static_cast<double>(batches) / per_epoch;
+  r.samples_per_second = static_cast<double>(batches) * b / std::max(1e-9, r.train_seconds);
+  r.forward_gflop_per_sample = first.model().forward_flops_per_sample() / 1e9;
+  r.achieved_gflops = 3.0 * r.forward_gflop_per_sample * r.samples_per_second;
+  if (!job.checkpoint_path.empty() && w.rank == 0)  // the job's model; momentum is per learner and not kept
+    write_checkpoint(job.checkpoint_path, first.model(), *first.sgd, {iteration, job.seed});
+  r.wall_seconds = since(wall_start);
+  return r;
+}
+
+}  // namespace burstpool

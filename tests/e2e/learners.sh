@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Small-batch learners end to end ([sync] strategy = sma, local-sgd, shadow):
+# N ranks against 1 rank with the same learners in all (2 ranks x 1 learner
+# equals 1 rank x 2 learners, bit for bit), losses fall, auto-tuning and the
+# time-to-target metrics are reported, and bad settings are refused.
+# Usage: learners.sh BURSTPOOL_BINARY SOURCE_DIR
+set -u
+bin=$(realpath "$1")
+src=$(realpath "$2")
+command -v mpirun >/dev/null || { echo "mpirun missing"; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+cat >"$work/job.ini" <<JOB
+[job]
+model = $src/jobs/models/lenet5.ini
+seed = 5
+[data]
+source = synthetic
+synthetic_train_samples = 1024
+synthetic_test_samples = 256
+[train]
+batch_size = 8
+epochs = 2
+eval_every = 16
+log_every = 16
+[optimizer]
+lr = 0.01
+momentum = 0.9
+[sync]
+strategy = sma
+learners = 1
+alpha = 0.2
+JOB
+train() {  # train NAME RANKS [args]: output in $work/NAME.*
+  local name=$1 ranks=$2
+  shift 2
+  timeout 300 mpirun -np "$ranks" --oversubscribe "$bin" train "$work/job.ini" --checkpoint "$work/$name.h5" \
+    --metrics "$work/$name.json" "$@" >"$work/$name.out" 2>"$work/$name.err" || fail "$name: exit $?: $(tail -3 "$work/$name.err")"
+}
+metric() { python3 -c "import json,sys; m=json.load(open('$work/$1.json')); print(eval(sys.argv[1]))" "$2"; }
+
+# 1. N ranks against 1 rank: learner j of rank r takes learner batch r*k + j of
+#    each iteration, so 2 ranks x 1 learner and 1 rank x 2 learners see the
+#    same batches; the average model must come out the same.
+for strategy in sma local-sgd; do
+  train "$strategy-1x2" 1 --set sync.strategy=$strategy --set sync.learners=2 --set sync.local_steps=4
+  train "$strategy-2x1" 2 --set sync.strategy=$strategy --set sync.learners=1 --set sync.local_steps=4
+  h5diff -d 0 "$work/$strategy-1x2.h5" "$work/$strategy-2x1.h5" >/dev/null ||
+    fail "$strategy: 2 ranks x 1 learner differ from 1 rank x 2 learners"
+done
+
+# 2. Every strategy learns; shadow averages in the background.
+train shadow 2 --set sync.strategy=shadow --set sync.learners=1
+for run in sma-2x1 local-sgd-2x1 shadow; do
+  python3 - "$work/$run.json" "$run" <<'PY' || fail "$run: did not learn"
+import json, sys
+m = json.load(open(sys.argv[1]))
+ev = m["evaluations"]
+print(sys.argv[2], "test accuracy", ev[0]["test_accuracy"], "->", ev[-1]["test_accuracy"], "loss", m["final_loss"])
+sys.exit(0 if ev[-1]["test_accuracy"] > 0.9 and ev[-1]["test_loss"] < 0.5 * ev[0]["test_loss"] else 1)
+PY
+done
+[[ $(metric shadow 'm["shadow_rounds"] > 0') == True ]] || fail "shadow: no averaging rounds"
+
+# 3. Auto-tuning (learners = 0) reports its trials and the count it kept;
+#    target accuracy gives time and epochs to it, and stop_at_target ends early.
+train tuned 2 --set sync.learners=0 --set sync.autotune_steps=5 --set train.target_accuracy=0.9 \
+  --set train.stop_at_target=true --set train.epochs=6
+python3 - "$work/tuned.json" "$work/tuned.out" <<'PY' || fail "tuned: metrics wrong"
+import json, sys
+m = json.load(open(sys.argv[1]))
+out = open(sys.argv[2]).read()
+t = m["learner_tuning"]
+checks = {
+    "trials recorded": len(t) >= 2 and t[0]["learners"] == 1 and all(x["samples_per_second"] > 0 for x in t),
+    "count kept": 1 <= m["learners_per_rank"] <= 8 and f"learners {m['learners_per_rank']}" in out,
+    "target reached": m["time_to_target_seconds"] is not None and 0 < m["epochs_to_target"] < 6,
+    "stopped at target": m["epochs"] < 6 and abs(m["evaluations"][-1]["epoch"] - m["epochs_to_target"]) < 1e-9,
+}
+for name, ok in checks.items():
+    print(("ok   " if ok else "FAIL ") + name)
+sys.exit(0 if all(checks.values()) else 1)
+PY
+
+# 4. Refused settings name the key.
+expect() {  # expect NAME PATTERN ARGS...
+  local name=$1 pattern=$2
+  shift 2
+  "$bin" train "$work/job.ini" "$@" >/dev/null 2>"$work/bad.err" && { fail "$name accepted"; return; }
+  grep -Eq -- "$pattern" "$work/bad.err" || fail "$name: $(cat "$work/bad.err")"
+}
+expect "shadow with 2 learners" "\[sync\] learners: shadow runs one learner per rank" \
+  --set sync.strategy=shadow --set sync.learners=2
+expect "sma with nesterov" "\[optimizer\] nesterov: sma uses plain momentum" --set optimizer.nesterov=true
+expect "resume" "--resume works with \[sync\] strategy = ssgd only" --checkpoint "$work/x.h5" --resume
+expect "unknown strategy" "\[sync\] strategy: 'easgd' is not one of" --set sync.strategy=easgd
+
+[[ $failures == 0 ]] && echo "learners: all passed"
+exit $((failures > 0))
