@@ -8,6 +8,7 @@
 // runs over learner batches per rank (an iteration with k learners advances
 // it by k), so its length does not depend on k.
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -36,6 +37,15 @@ void sum_over_world(float* v, size_t n) {
 double sum_over_world(double v) {
   BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
   return v;
+}
+
+// Whether z is bitwise equal on every rank (collective); throws if not.
+bool same_on_every_rank(const float* z, size_t n, int64_t iteration) {
+  std::vector<float> lo(z, z + n), hi(z, z + n);
+  BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, lo.data(), static_cast<int>(n), MPI_FLOAT, MPI_MIN, MPI_COMM_WORLD));
+  BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, hi.data(), static_cast<int>(n), MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD));
+  if (lo != hi) throw Error(fmt::format("the average model differs between ranks after iteration {}", iteration));
+  return true;
 }
 
 // Test accuracy and loss of `params` (collective): each rank evaluates its
@@ -179,6 +189,9 @@ TrainResult train_small_batch(const JobConfig& job) {
                job.name, spec.name, n, data.train.size(), w.size, sc.learners == 0 && sma ? "auto" : std::to_string(learners.size()), b,
                sc.strategy, tuner.active() ? " (learner count auto-tuned)" : "", r.threads, w.job_id);
 
+  // Test hook: check after every synchronisation that z is bitwise the same on every rank.
+  const bool check_average = std::getenv("BURSTPOOL_TEST_CHECK_AVERAGE") != nullptr;
+  int64_t checked = 0;
   LearnerPool pool(r.threads);
   int64_t batches = 0, iteration = 0;  // learner batches taken (all ranks), iterations run
   float reset_lr = schedule.at(0);
@@ -230,6 +243,7 @@ TrainResult train_small_batch(const JobConfig& job) {
         for (size_t i = 0; i < n; ++i) delta[i] += learners[j]->delta[i];
       sum_over_world(delta, n);
       z.step(delta);
+      if (check_average) checked += same_on_every_rank(z.data(), n, iteration);
     }
     if (local && (iteration + 1) % sc.local_steps == 0) {
       const float* avg = average_model();
@@ -280,6 +294,7 @@ TrainResult train_small_batch(const JobConfig& job) {
       std::fflush(stdout);
       if (job.target_accuracy > 0 && std::isnan(r.time_to_target_seconds) && p.accuracy >= job.target_accuracy) {
         r.time_to_target_seconds = r.train_seconds;
+        r.wall_to_target_seconds = since(wall_start);
         r.epochs_to_target = p.epoch;
         if (chatty)
           fmt::print("target accuracy {} reached after {:.1f} training seconds, {:.2f} epochs\n", job.target_accuracy,
@@ -288,6 +303,8 @@ TrainResult train_small_batch(const JobConfig& job) {
       }
     }
   }
+  if (check_average && chatty)
+    fmt::print("average model identical on every rank after each of {} synchronisations\n", checked);
   if (window_iterations > 0) r.final_loss = sum_over_world(window_loss) / (w.size * window_iterations);
   if (averager) r.shadow_rounds = averager->finish();
   const float* final_model = average_model();

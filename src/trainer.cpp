@@ -216,6 +216,7 @@ TrainResult train(const JobConfig& job) {
       window_start = Clock::now();  // evaluation is not training time
       if (job.target_accuracy > 0 && std::isnan(r.time_to_target_seconds) && p.accuracy >= job.target_accuracy) {
         r.time_to_target_seconds = r.train_seconds;
+        r.wall_to_target_seconds = seconds_since(wall_start);
         r.epochs_to_target = p.epoch;
         if (chatty)
           fmt::print("target accuracy {} reached after {:.1f} training seconds, {:.2f} epochs\n", job.target_accuracy,
@@ -298,6 +299,7 @@ nlohmann::json metrics_json(const TrainResult& r) {
   out["target_accuracy"] = r.target_accuracy;
   out["time_to_target_seconds"] = number(r.time_to_target_seconds);
   out["epochs_to_target"] = number(r.epochs_to_target);
+  out["wall_to_target_seconds"] = number(r.wall_to_target_seconds);
   if (r.multiplex) {
     const MultiplexResult& m = *r.multiplex;
     const BackgroundReport& b = m.background;

@@ -56,7 +56,8 @@ struct TrainResult {
   std::vector<Tuning> tuning;     // the auto-tuner's trials, in order
   int64_t shadow_rounds = 0;      // shadow: background averaging rounds on rank 0
   double target_accuracy = 0;     // [train] target_accuracy; 0: none
-  double time_to_target_seconds = NAN, epochs_to_target = NAN;  // NaN: not reached
+  double time_to_target_seconds = NAN, epochs_to_target = NAN;  // training seconds, epochs; NaN: not reached
+  double wall_to_target_seconds = NAN;  // wall seconds from the start, loading and evaluations included
 };
 
 TrainResult train(const JobConfig& job);

@@ -48,7 +48,8 @@ metric() { python3 -c "import json,sys; m=json.load(open('$work/$1.json')); prin
 #    same batches; the average model must come out the same.
 for strategy in sma local-sgd; do
   train "$strategy-1x2" 1 --set sync.strategy=$strategy --set sync.learners=2 --set sync.local_steps=4
-  train "$strategy-2x1" 2 --set sync.strategy=$strategy --set sync.learners=1 --set sync.local_steps=4
+  BURSTPOOL_TEST_CHECK_AVERAGE=1 \
+    train "$strategy-2x1" 2 --set sync.strategy=$strategy --set sync.learners=1 --set sync.local_steps=4
   h5diff -d 0 "$work/$strategy-1x2.h5" "$work/$strategy-2x1.h5" >/dev/null ||
     fail "$strategy: 2 ranks x 1 learner differ from 1 rank x 2 learners"
 done
@@ -65,6 +66,9 @@ sys.exit(0 if ev[-1]["test_accuracy"] > 0.9 and ev[-1]["test_loss"] < 0.5 * ev[0
 PY
 done
 [[ $(metric shadow 'm["shadow_rounds"] > 0') == True ]] || fail "shadow: no averaging rounds"
+# sma's average model z was compared across ranks after every synchronisation (BURSTPOOL_TEST_CHECK_AVERAGE).
+grep -q "average model identical on every rank after each of 128 synchronisations" "$work/sma-2x1.out" ||
+  fail "sma: average model not checked on every rank: $(grep average "$work/sma-2x1.out")"
 
 # 3. Auto-tuning (learners = 0) reports its trials and the count it kept;
 #    target accuracy gives time and epochs to it, and stop_at_target ends early.
