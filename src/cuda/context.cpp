@@ -1,0 +1,52 @@
+#include "context.hpp"
+
+#include "check.hpp"
+
+namespace burstpool {
+
+bool cuda_built() { return true; }
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;  // no driver or no device: no GPU
+  return count;
+}
+
+namespace cuda {
+
+void fail(const char* library, const char* call, const char* message, const char* file, int line) {
+  throw Error(fmt::format("{} call failed: {}: {} ({}:{})", library, call, message, file, line));
+}
+
+const char* cublas_message(cublasStatus_t status) { return cublasGetStatusString(status); }
+
+Context::Context(int local_rank) {
+  device_ = choose_device(local_rank, cuda_device_count());
+  BP_CUDA_CHECK(cudaSetDevice(device_));
+  BP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&range_.least, &range_.greatest));
+  for (StreamRole role : {StreamRole::foreground, StreamRole::gradient_sync, StreamRole::background}) {
+    cudaStream_t s;
+    BP_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, stream_priority(role, range_)));
+    streams_[role] = s;
+  }
+  BP_CUBLAS_CHECK(cublasCreate(&cublas_));
+  BP_CUBLAS_CHECK(cublasSetStream(cublas_, streams_[StreamRole::foreground]));
+  BP_CUDNN_CHECK(cudnnCreate(&cudnn_));
+  BP_CUDNN_CHECK(cudnnSetStream(cudnn_, streams_[StreamRole::foreground]));
+  allocator_ = std::make_unique<CachingAllocator>(
+      [](size_t bytes) -> void* {
+        void* p = nullptr;
+        return cudaMalloc(&p, bytes) == cudaSuccess ? p : nullptr;
+      },
+      [](void* p) { cudaFree(p); });
+}
+
+Context::~Context() {
+  allocator_.reset();
+  if (cudnn_) cudnnDestroy(cudnn_);
+  if (cublas_) cublasDestroy(cublas_);
+  for (auto& [role, s] : streams_) cudaStreamDestroy(s);
+}
+
+}  // namespace cuda
+}  // namespace burstpool

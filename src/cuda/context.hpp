@@ -1,0 +1,40 @@
+#pragma once
+// One rank's GPU: the device chosen by its local rank, a stream per role at
+// the role's priority, cuBLAS and cuDNN handles on the foreground stream, and
+// the caching allocator for device memory. RAII throughout.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <map>
+#include <memory>
+
+#include "burstpool/allocator.hpp"
+#include "burstpool/device.hpp"
+
+namespace burstpool::cuda {
+
+class Context {
+ public:
+  explicit Context(int local_rank);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int device() const { return device_; }
+  PriorityRange priorities() const { return range_; }
+  cudaStream_t stream(StreamRole role) const { return streams_.at(role); }
+  cublasHandle_t cublas() const { return cublas_; }
+  cudnnHandle_t cudnn() const { return cudnn_; }
+  CachingAllocator& allocator() { return *allocator_; }
+
+ private:
+  int device_ = 0;
+  PriorityRange range_;
+  std::map<StreamRole, cudaStream_t> streams_;
+  cublasHandle_t cublas_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  std::unique_ptr<CachingAllocator> allocator_;
+};
+
+}  // namespace burstpool::cuda

@@ -1,0 +1,42 @@
+#include "burstpool/device.hpp"
+
+#include "burstpool/error.hpp"
+
+namespace burstpool {
+
+int choose_device(int local_rank, int device_count) {
+  if (device_count < 1)
+    throw Error(cuda_built() ? "device = cuda, but no GPU is visible to this process (check CUDA_VISIBLE_DEVICES "
+                               "and the job's GPU request, e.g. --gpus-per-task=1)"
+                             : "device = cuda, but this build has no CUDA backend (the CUDA toolkit was not found, "
+                               "or -DBURSTPOOL_CUDA=OFF)");
+  BP_CHECK(local_rank >= 0, "negative local rank {}", local_rank);
+  return local_rank % device_count;
+}
+
+int stream_priority(StreamRole role, PriorityRange range) {
+  switch (role) {
+    case StreamRole::foreground:
+    case StreamRole::gradient_sync:
+      return range.greatest;
+    case StreamRole::background:
+      return range.least;
+  }
+  return range.least;
+}
+
+std::string to_string(StreamRole role) {
+  switch (role) {
+    case StreamRole::foreground: return "foreground";
+    case StreamRole::gradient_sync: return "gradient sync";
+    case StreamRole::background: return "background";
+  }
+  return "?";
+}
+
+#ifndef BURSTPOOL_HAVE_CUDA
+bool cuda_built() { return false; }
+int cuda_device_count() { return 0; }
+#endif
+
+}  // namespace burstpool
