@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Simulator against real runs on this machine: for lenet5 and vgg_small at
-global batch 64, plans on 1 and 2 ranks (data parallel, the classifier head on
-one rank, and the head on a non-prefix rank), the iteration time that
-`burstpool simulate` predicts from a 1-thread layer profile (made alone for
-1-rank plans, and by 2 processes at once under mpirun for 2-rank plans, as the
-ranks then share the machine) and a measured network profile, against the
-measured time per training step (one thread per rank). Reports the relative
-error of each.
+global batch 64, plans on 1 to 4 ranks (data parallel; on 2 and 3 ranks the
+classifier head on one rank, and on 2 ranks on a non-prefix rank), the
+iteration time that `burstpool simulate` predicts from a 1-thread layer
+profile (made alone for 1-rank plans, and by as many processes as cores at
+once under mpirun otherwise, as the ranks then share the machine) and a
+measured network profile, against the measured time per training step (one
+thread per rank). With more ranks than cores (3 and 4 ranks on 2 cores), the
+ranks share the cores: `simulate --cores` models that as processor sharing.
+Reports the relative error of each.
 
 Usage: perf/simulator_validation.py [--build build] [--out perf/results/simulator_validation]
 """
@@ -27,23 +29,27 @@ def run(cmd):
     return subprocess.run(cmd, env=ENV, check=True, capture_output=True, text=True).stdout
 
 
+CORES = os.cpu_count() or 1
+
+
 def plans(build, tmp, model):
     out = {}
-    for ranks in (1, 2):
+    for ranks in (1, 2, 3, 4):
         path = os.path.join(tmp, f"{model}-dp{ranks}.json")
         run([f"{build}/burstpool", "plan", "--data-parallel", f"{ROOT}/jobs/models/{model}.ini", "--ranks", str(ranks),
              "--global-batch", str(BATCH), "--out", path])
         out[f"data parallel, {ranks} rank(s)"] = (ranks, path)
-    for name, head in (("head on rank 0", [0]), ("head on rank 1 (non-prefix)", [1])):
-        dp = json.load(open(out["data parallel, 2 rank(s)"][1]))
+    for ranks, name, head in ((2, "head on rank 0", [0]), (2, "head on rank 1 (non-prefix)", [1]),
+                              (3, "head on rank 0", [0])):
+        dp = json.load(open(out[f"data parallel, {ranks} rank(s)"][1]))
         seen_head = False
         for layer in dp["layers"]:
             seen_head = seen_head or layer["name"].startswith("fc")
             if seen_head:
                 layer["ranks"] = head
-        path = os.path.join(tmp, f"{model}-{head[0]}.json")
+        path = os.path.join(tmp, f"{model}-{ranks}-{head[0]}.json")
         json.dump(dp, open(path, "w"))
-        out[f"2 ranks, {name}"] = (2, path)
+        out[f"{ranks} ranks, {name}"] = (ranks, path)
     return out
 
 
@@ -58,9 +64,9 @@ def main():
         run(["mpirun", "-np", "2", f"{args.build}/burstpool", "profile", "--network", "--max-bytes", "16000000",
              "--out", net])
         for model in STEPS:
-            # Profiles as the ranks will run: alone, and two processes sharing the machine.
+            # Profiles as the ranks will run: alone, and one process per core sharing the machine.
             profiles = {}
-            for ranks in (1, 2):
+            for ranks in sorted({1, min(2, CORES)}):
                 profiles[ranks] = os.path.join(tmp, f"{model}.{ranks}.prof.json")
                 cmd = [f"{args.build}/burstpool", "profile", f"{ROOT}/jobs/models/{model}.ini", "--batches",
                        "1,2,4,8,16,32,64", "--warmup", "2", "--repeats", "5", "--out", profiles[ranks]]
@@ -72,18 +78,20 @@ def main():
             for name, (ranks, plan) in plans(args.build, tmp, model).items():
                 sim = os.path.join(tmp, "sim.json")
                 run([f"{args.build}/burstpool", "simulate", plan, "--model", f"{ROOT}/jobs/models/{model}.ini",
-                     "--profile", profiles[ranks], "--network", net, "--out", sim])
+                     "--profile", profiles[min(ranks, 2, CORES)], "--network", net, "--out", sim,
+                     "--cores", str(CORES if ranks > CORES else 0)])
                 predicted = json.load(open(sim))["iteration_s"]
                 metrics = os.path.join(tmp, "m.json")
                 cmd = [f"{args.build}/burstpool", "train", job, "--steps", str(STEPS[model]), "--plan", plan,
                        "--metrics", metrics]
-                run(cmd if ranks == 1 else ["mpirun", "-np", str(ranks), *cmd])
+                run(cmd if ranks == 1 else ["mpirun", "-np", str(ranks), "--oversubscribe", *cmd])
                 m = json.load(open(metrics))
                 measured = m["train_seconds"] / m["steps"]
                 rows.append({"model": model, "plan": name, "predicted_ms": 1e3 * predicted,
                              "measured_ms": 1e3 * measured, "error": predicted / measured - 1})
                 print(rows[-1], flush=True)
-    lines = [f"Simulator against measured steps, global batch {BATCH}, one thread per rank (this 2-core machine).", "",
+    lines = [f"Simulator against measured steps, global batch {BATCH}, one thread per rank (this {CORES}-core machine; "
+             f"plans with more ranks than cores simulated with --cores {CORES}).", "",
              "| model | plan | predicted ms | measured ms | error |", "|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['plan']} | {r['predicted_ms']:.2f} | {r['measured_ms']:.2f} | "

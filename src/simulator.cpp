@@ -12,7 +12,7 @@ namespace {
 }  // namespace
 
 Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
-                    const LinkModel& allreduce) {
+                    const LinkModel& allreduce, int cores) {
   validate_plan(plan, spec, plan.ranks);
   const int R = plan.ranks, B = plan.global_batch;
   const std::vector<int> order = spec.topological_order();
@@ -45,8 +45,10 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
     for (int r : set) clock[r] = t + allreduce.latency_s;
   };
   auto compute = [&](const RankSet& set, const LayerProfile& lp, bool forward) {
+    const double sharing = cores > 0 ? std::max(1.0, static_cast<double>(set.size()) / cores) : 1.0;
     for (int r : set) {
-      const double s = profile.seconds(forward ? lp.forward_ms : lp.backward_ms, Plan::slice_of(set, r, B).count);
+      const double s = sharing * profile.seconds(forward ? lp.forward_ms : lp.backward_ms,
+                                                 Plan::slice_of(set, r, B).count);
       clock[r] += s;
       busy[r] += s;
     }

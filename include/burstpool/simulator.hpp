@@ -23,8 +23,13 @@ struct Simulation {
   std::vector<double> busy_s, idle_s;  // per rank: computing, and the rest of the step
 };
 
+// cores: how many cores the ranks share (all ranks on one node, one thread
+// each); 0: a core (device) per rank, the cluster case. With fewer cores than
+// ranks, the ranks of a layer compute at the same time and share the cores
+// evenly (processor sharing): each takes max(1, |set| / cores) times its
+// profiled time. For validating on a machine with fewer cores than ranks.
 Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
-                    const LinkModel& allreduce);
+                    const LinkModel& allreduce, int cores = 0);
 
 // A background job training data parallel on the same ranks, filling the
 // time the foreground leaves idle (the model assumes it uses idle time fully

@@ -15,6 +15,7 @@ namespace {
 struct SimulateArgs {
   std::string plan, model, profile, out, background, background_profile;
   NetworkArgs network;
+  int cores = 0;
 };
 }  // namespace
 
@@ -27,13 +28,16 @@ Command add_simulate(CLI::App& app) {
   args->network.add_to(sub);
   sub->add_option("--background", args->background, "Background job file (INI), data parallel on the same ranks");
   sub->add_option("--background-profile", args->background_profile, "Layer profile of the background job's model");
+  sub->add_option("--cores", args->cores,
+                  "Cores the ranks share when they run on one machine with fewer cores than ranks (0: one per rank)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--out", args->out, "Write the prediction (JSON)");
   return {sub, [args] {
             ModelSpec spec = load_model_spec(args->model);
             ModelProfile profile = load_profile(args->profile, spec);
             Plan plan = load_plan(args->plan);
             const auto [p2p, all] = args->network.resolve("simulate");
-            Simulation sim = simulate(spec, profile, plan, p2p, all);
+            Simulation sim = simulate(spec, profile, plan, p2p, all, args->cores);
             fmt::print("predicted iteration {:.3f} ms ({:.0f} samples/s) on {} ranks, global batch {}\n",
                        1e3 * sim.iteration_s, plan.global_batch / sim.iteration_s, plan.ranks, plan.global_batch);
             for (int r = 0; r < plan.ranks; ++r)

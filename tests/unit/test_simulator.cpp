@@ -51,6 +51,23 @@ TEST(Simulator, DataParallelHalvesComputeAndAddsTheAllreduce) {
   EXPECT_NEAR(s.busy_s[1], compute, 1e-12);
 }
 
+// Four ranks on two cores: every layer runs on all four at once, so each
+// takes twice its profiled time (processor sharing); on one core per rank, as
+// before.
+TEST(Simulator, RanksSharingCoresComputeSlower) {
+  ModelSpec spec = parse_model_ini(kModel, "m.ini");
+  const LinkModel net{1e-5, 1e9};
+  const Plan plan = data_parallel_plan(spec, 4, 8);
+  const Simulation own = simulate(spec, profile_of(spec), plan, net, net);
+  const Simulation shared = simulate(spec, profile_of(spec), plan, net, net, 2);
+  const Simulation plenty = simulate(spec, profile_of(spec), plan, net, net, 8);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_NEAR(shared.busy_s[r], 2 * own.busy_s[r], 1e-12);
+    EXPECT_NEAR(plenty.busy_s[r], own.busy_s[r], 1e-12);
+  }
+  EXPECT_GT(shared.iteration_s, 1.9 * own.busy_s[0]);
+}
+
 TEST(Simulator, MovingSlicesCostsTransferTime) {
   ModelSpec spec = parse_model_ini(kModel, "m.ini");
   Plan plan = data_parallel_plan(spec, 2, 8);
