@@ -8,6 +8,7 @@
 #include <string>
 
 #include "burstpool/layer.hpp"
+#include "random.hpp"
 
 namespace burstpool::cpu {
 
@@ -24,15 +25,7 @@ inline bool worth_threads(size_t elements) { return elements >= (1u << 15) && om
 // dst = src (overwrite) or dst += src (accumulate).
 void write_grad(float* dst, const float* src, size_t n, bool accumulate);
 
-// 64-bit mixing (splitmix64 finaliser): counter-based random numbers that do
-// not depend on thread count or rank layout.
-inline uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-inline float uniform01(uint64_t key) { return static_cast<float>(mix64(key) >> 40) * (1.0f / 16777216.0f); }
+// mix64, uniform01: layers/random.hpp.
 uint64_t hash_name(const std::string& s);
 
 }  // namespace burstpool::cpu

@@ -1,13 +1,16 @@
 #pragma once
-// The first CUDA layers (issue #7, in progress): matrix products through
-// cuBLAS with the same row-major contract as cpu::gemm, and element-wise
-// kernels. Pointers are device memory; work goes on `stream`. fp32 throughout
-// (the cuBLAS handle is kept off TF32 by cuda::gemm), so results can be
-// compared with the CPU layers.
+// CUDA versions of the layers (issue #7, in progress; docs/cuda.md): the
+// same math and layouts as the CPU layers in layers/*.cpp (NCHW, samples
+// contiguous), so each is tested against its CPU twin. Pointers are device
+// memory; work goes on `stream`. fp32 throughout (cuBLAS kept off TF32),
+// statistics in double like the CPU code. "accumulate" means dx += instead
+// of dx = (the CPU layers' GradSlot contract).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace burstpool::cuda {
 
@@ -29,5 +32,110 @@ void linear_forward(cublasHandle_t handle, const float* x, const float* weight, 
 // Parameter gradients are overwritten; dx (may be null) overwritten or accumulated.
 void linear_backward(cublasHandle_t handle, const float* x, const float* weight, const float* dy, float* dweight,
                      float* dbias, float* dx, bool accumulate, int n, int in, int out, cudaStream_t stream);
+
+}  // namespace burstpool::cuda
+namespace burstpool {
+class CachingAllocator;  // cuDNN workspaces come from it
+}
+namespace burstpool::cuda {
+
+// Convolution and pooling through cuDNN, NCHW fp32 (FMA math: no TF32), with
+// the CPU layers' geometry (layers/conv.cpp, layers/pool.cpp: average
+// pooling divides by the full window, padding included).
+struct Geometry2d {
+  int n = 0, c = 0, h = 0, w = 0;  // input
+  int oc = 0;                      // output channels (convolution; pooling keeps c)
+  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  int oh() const { return (h + 2 * ph - kh) / sh + 1; }
+  int ow() const { return (w + 2 * pw - kw) / sw + 1; }
+};
+
+class CudnnConv {
+ public:
+  CudnnConv(cudnnHandle_t handle, const Geometry2d& g);  // chooses algorithms once for this shape
+  ~CudnnConv();
+  CudnnConv(const CudnnConv&) = delete;
+  CudnnConv& operator=(const CudnnConv&) = delete;
+  // weight [oc, c, kh, kw], bias [oc] (may be null).
+  void forward(const float* x, const float* weight, const float* bias, float* y, burstpool::CachingAllocator& memory,
+               cudaStream_t stream);
+  // dweight, dbias overwritten; dx (may be null) overwritten or accumulated.
+  void backward(const float* x, const float* weight, const float* dy, float* dweight, float* dbias, float* dx,
+                bool accumulate, burstpool::CachingAllocator& memory, cudaStream_t stream);
+
+ private:
+  cudnnHandle_t handle_;
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, bias_ = nullptr;
+  cudnnFilterDescriptor_t w_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd_{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data_{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
+};
+
+class CudnnPool {
+ public:
+  CudnnPool(cudnnHandle_t handle, const Geometry2d& g, bool max);
+  ~CudnnPool();
+  CudnnPool(const CudnnPool&) = delete;
+  CudnnPool& operator=(const CudnnPool&) = delete;
+  void forward(const float* x, float* y, cudaStream_t stream);
+  void backward(const float* x, const float* y, const float* dy, float* dx, bool accumulate, cudaStream_t stream);
+
+ private:
+  cudnnHandle_t handle_;
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
+  cudnnPoolingDescriptor_t pool_ = nullptr;
+};
+
+// Copies (accumulate: adds) n floats.
+void write_grad(float* dst, const float* src, size_t n, bool accumulate, cudaStream_t stream);
+
+// Global average pooling: planes of hw values -> one value each.
+void global_avgpool_forward(const float* x, float* y, size_t planes, int hw, cudaStream_t stream);
+void global_avgpool_backward(const float* dy, float* dx, size_t planes, int hw, bool accumulate, cudaStream_t stream);
+
+// Dropout with the CPU layer's counter-based mask: `base` is the layer's key
+// for this step (mix64(seed ^ salt) ^ mix64(step * 0x632BE59BD9B4E019)), and
+// sample s's elements use mix64(base + sample_offset + s) + e. Forward and
+// backward apply the same mask.
+void dropout_apply(const float* x, float* y, int n, size_t per_sample, float p, uint64_t base, int64_t sample_offset,
+                   bool accumulate, cudaStream_t stream);
+
+// Concatenation along channels of per-sample blocks: input i (per_i floats a
+// sample) lands at offset_i of each output sample (out_per floats).
+void concat_forward_part(const float* x, float* y, int n, size_t per, size_t offset, size_t out_per,
+                         cudaStream_t stream);
+void concat_backward_part(const float* dy, float* dx, int n, size_t per, size_t offset, size_t out_per,
+                          bool accumulate, cudaStream_t stream);
+
+// Softmax cross-entropy (layers/loss.cpp). Forward writes the probabilities
+// (n x k) and the scalar loss sum * loss_scale to loss[0]; labels are device
+// int32. Backward: dz = (p - onehot) * dloss * loss_scale.
+void softmax_xent_forward(const float* z, const int32_t* labels, float* prob, float* loss, int n, int k,
+                          double loss_scale, cudaStream_t stream);
+void softmax_xent_backward(const float* prob, const int32_t* labels, float dloss_times_scale, float* dz, int n, int k,
+                           bool accumulate, cudaStream_t stream);
+
+// Batch norm (layers/norm.cpp), in steps so that the statistics can be summed
+// over a layer's rank group between them (as Context::sum_over_group does):
+//   sums = [sum x | sum x^2 | count] per channel      (bn_forward_sums)
+//   [allreduce sums over the group]
+//   mean, invstd, running stats from sums             (bn_forward_finish), or from running stats (bn_eval_stats)
+//   y = gamma (x - mean) invstd + beta                (bn_apply)
+// Backward: bn_backward_sums gives [sum dy | sum dy x_hat | count] and the
+// local dgamma, dbeta; after the group allreduce, bn_backward_dx.
+void bn_forward_sums(const float* x, int n, int c, int hw, double* sums, cudaStream_t stream);
+void bn_forward_finish(const double* sums, int c, float eps, float momentum, float* running_mean, float* running_var,
+                       float* mean, float* invstd, cudaStream_t stream);
+void bn_eval_stats(const float* running_mean, const float* running_var, int c, float eps, float* mean, float* invstd,
+                   cudaStream_t stream);
+void bn_apply(const float* x, const float* gamma, const float* beta, const float* mean, const float* invstd, float* y,
+              int n, int c, int hw, cudaStream_t stream);
+void bn_backward_sums(const float* x, const float* dy, const float* mean, const float* invstd, int n, int c, int hw,
+                      double* sums, float* dgamma, float* dbeta, cudaStream_t stream);
+void bn_backward_dx(const float* x, const float* dy, const float* gamma, const float* mean, const float* invstd,
+                    const double* sums, bool training, float* dx, bool accumulate, int n, int c, int hw,
+                    cudaStream_t stream);
 
 }  // namespace burstpool::cuda

@@ -1,0 +1,119 @@
+// Convolution and pooling through cuDNN (layers/cuda/kernels.hpp).
+#include <memory>
+
+#include "../../src/cuda/check.hpp"
+#include "burstpool/allocator.hpp"
+#include "kernels.hpp"
+
+namespace burstpool::cuda {
+namespace {
+
+cudnnTensorDescriptor_t tensor(int n, int c, int h, int w) {
+  cudnnTensorDescriptor_t d;
+  BP_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
+  BP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+  return d;
+}
+
+// A workspace from the caching allocator, returned when it goes out of scope.
+struct Workspace {
+  Workspace(CachingAllocator& memory, size_t bytes) : memory(memory), bytes(bytes), ptr(memory.allocate(bytes)) {}
+  ~Workspace() { memory.deallocate(ptr); }
+  CachingAllocator& memory;
+  size_t bytes;
+  void* ptr;
+};
+
+}  // namespace
+
+CudnnConv::CudnnConv(cudnnHandle_t handle, const Geometry2d& g) : handle_(handle) {
+  x_ = tensor(g.n, g.c, g.h, g.w);
+  y_ = tensor(g.n, g.oc, g.oh(), g.ow());
+  bias_ = tensor(1, g.oc, 1, 1);
+  BP_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_));
+  BP_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, g.oc, g.c, g.kh, g.kw));
+  BP_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_));
+  // Cross-correlation, as every framework's "convolution" and the CPU layer.
+  BP_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, g.ph, g.pw, g.sh, g.sw, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                 CUDNN_DATA_FLOAT));
+  BP_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH));  // fp32, no TF32
+  int found = 0;
+  cudnnConvolutionFwdAlgoPerf_t fwd[8];
+  BP_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle_, x_, w_, conv_, y_, 8, &found, fwd));
+  BP_CHECK(found > 0 && fwd[0].status == CUDNN_STATUS_SUCCESS, "cuDNN has no forward convolution for this shape");
+  fwd_ = fwd[0].algo;
+  cudnnConvolutionBwdDataAlgoPerf_t data[8];
+  BP_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, w_, y_, conv_, x_, 8, &found, data));
+  BP_CHECK(found > 0 && data[0].status == CUDNN_STATUS_SUCCESS, "cuDNN has no backward-data convolution");
+  bwd_data_ = data[0].algo;
+  cudnnConvolutionBwdFilterAlgoPerf_t filter[8];
+  BP_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, x_, y_, conv_, w_, 8, &found, filter));
+  BP_CHECK(found > 0 && filter[0].status == CUDNN_STATUS_SUCCESS, "cuDNN has no backward-filter convolution");
+  bwd_filter_ = filter[0].algo;
+}
+
+CudnnConv::~CudnnConv() {
+  cudnnDestroyConvolutionDescriptor(conv_);
+  cudnnDestroyFilterDescriptor(w_);
+  for (cudnnTensorDescriptor_t d : {x_, y_, bias_}) cudnnDestroyTensorDescriptor(d);
+}
+
+void CudnnConv::forward(const float* x, const float* weight, const float* bias, float* y, CachingAllocator& memory,
+                        cudaStream_t stream) {
+  BP_CUDNN_CHECK(cudnnSetStream(handle_, stream));
+  size_t bytes = 0;
+  BP_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, fwd_, &bytes));
+  Workspace ws(memory, bytes);
+  const float one = 1.0f, zero = 0.0f;
+  BP_CUDNN_CHECK(cudnnConvolutionForward(handle_, &one, x_, x, w_, weight, conv_, fwd_, ws.ptr, bytes, &zero, y_, y));
+  if (bias) BP_CUDNN_CHECK(cudnnAddTensor(handle_, &one, bias_, bias, &one, y_, y));
+}
+
+void CudnnConv::backward(const float* x, const float* weight, const float* dy, float* dweight, float* dbias, float* dx,
+                         bool accumulate, CachingAllocator& memory, cudaStream_t stream) {
+  BP_CUDNN_CHECK(cudnnSetStream(handle_, stream));
+  const float one = 1.0f, zero = 0.0f, keep = accumulate ? 1.0f : 0.0f;
+  size_t bytes = 0;
+  BP_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle_, x_, y_, conv_, w_, bwd_filter_, &bytes));
+  {
+    Workspace ws(memory, bytes);
+    BP_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle_, &one, x_, x, y_, dy, conv_, bwd_filter_, ws.ptr, bytes,
+                                                  &zero, w_, dweight));
+  }
+  if (dbias) BP_CUDNN_CHECK(cudnnConvolutionBackwardBias(handle_, &one, y_, dy, &zero, bias_, dbias));
+  if (!dx) return;
+  BP_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, w_, y_, conv_, x_, bwd_data_, &bytes));
+  Workspace ws(memory, bytes);
+  BP_CUDNN_CHECK(cudnnConvolutionBackwardData(handle_, &one, w_, weight, y_, dy, conv_, bwd_data_, ws.ptr, bytes,
+                                              &keep, x_, dx));
+}
+
+CudnnPool::CudnnPool(cudnnHandle_t handle, const Geometry2d& g, bool max) : handle_(handle) {
+  x_ = tensor(g.n, g.c, g.h, g.w);
+  y_ = tensor(g.n, g.c, g.oh(), g.ow());
+  BP_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&pool_));
+  BP_CUDNN_CHECK(cudnnSetPooling2dDescriptor(
+      pool_, max ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, CUDNN_NOT_PROPAGATE_NAN,
+      g.kh, g.kw, g.ph, g.pw, g.sh, g.sw));
+}
+
+CudnnPool::~CudnnPool() {
+  cudnnDestroyPoolingDescriptor(pool_);
+  cudnnDestroyTensorDescriptor(x_);
+  cudnnDestroyTensorDescriptor(y_);
+}
+
+void CudnnPool::forward(const float* x, float* y, cudaStream_t stream) {
+  BP_CUDNN_CHECK(cudnnSetStream(handle_, stream));
+  const float one = 1.0f, zero = 0.0f;
+  BP_CUDNN_CHECK(cudnnPoolingForward(handle_, pool_, &one, x_, x, &zero, y_, y));
+}
+
+void CudnnPool::backward(const float* x, const float* y, const float* dy, float* dx, bool accumulate,
+                         cudaStream_t stream) {
+  BP_CUDNN_CHECK(cudnnSetStream(handle_, stream));
+  const float one = 1.0f, keep = accumulate ? 1.0f : 0.0f;
+  BP_CUDNN_CHECK(cudnnPoolingBackward(handle_, pool_, &one, y_, y, y_, dy, x_, x, &keep, x_, dx));
+}
+
+}  // namespace burstpool::cuda
