@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""PyTorch on the GPU, the peer of bp_gpu_layers (perf/gpu_layers.cpp): the
+same model from a burstpool INI file (perf/torch_peer.py), forward + backward
+of one step at a fixed batch on synthetic data, median of CUDA-event-timed
+repeats after warm-up, once in strict fp32 (TF32 off in cuDNN and matmul: the
+same arithmetic as burstpool's CUDA layers) and once with PyTorch's TF32
+defaults for convolutions. Prints JSON.
+
+Usage: torch_gpu_peer.py MODEL.ini [--batch 32] [--repeats 20]
+"""
+import argparse
+import json
+import statistics
+
+import torch
+import torch.nn as nn
+
+from torch_peer import IniModel
+
+
+def step_ms(model, x, y, repeats):
+    loss_fn = nn.CrossEntropyLoss()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for i in range(3 + repeats):
+        start.record()
+        model.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        end.record()
+        torch.cuda.synchronize()
+        if i >= 3:
+            times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=20)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print(json.dumps({"error": "PyTorch here has no CUDA device"}))
+        return
+    model = IniModel(args.model).cuda().train()
+    x = torch.randn(args.batch, *model.sample_shape, device="cuda")
+    classes = [m for m in model.modules() if isinstance(m, nn.Linear)][-1].out_features
+    y = torch.randint(0, classes, (args.batch,), device="cuda")
+    torch.backends.cudnn.benchmark = True
+    out = {"model": args.model, "batch": args.batch, "torch": torch.__version__}
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    out["fp32_step_ms"] = step_ms(model, x, y, args.repeats)
+    torch.backends.cudnn.allow_tf32 = True  # PyTorch's default for convolutions
+    out["tf32_conv_step_ms"] = step_ms(model, x, y, args.repeats)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
