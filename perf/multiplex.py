@@ -3,10 +3,14 @@
 small-VGG (global batch 32) beside a background small-VGG trained data
 parallel (batch 64, per-rank batch-norm statistics), for two foreground plans:
 
-  split: jobs/multiplex/vgg_small_split_2ranks.json - block 1 on rank 0,
-         block 2 on rank 1, block 3 and the classifier on both, so each rank
-         waits for the other for part of every step;
-  dp:    plain data parallel, where a rank is hardly ever idle.
+  split:     jobs/multiplex/vgg_small_split_2ranks.json - block 1 on rank 0,
+             block 2 on rank 1, block 3 and the classifier on both, so each
+             rank waits for the other for part of every step;
+  alternate: jobs/multiplex/vgg_small_alternate_2ranks.json - every layer on
+             one rank, the ranks taking turns (block 1 and conv3_2 on rank 0,
+             block 2, conv3_1 and the classifier on rank 1): each rank idle
+             about half of every step;
+  dp:        plain data parallel, where a rank is hardly ever idle.
 
 Each round runs, side by side, the foreground alone (no [background]) and the
 foreground with the background. Reported per plan, medians over rounds:
@@ -53,7 +57,8 @@ def main():
     dp_plan = os.path.join(tmp, "dp.json")
     subprocess.run([f"{args.build}/burstpool", "plan", "--data-parallel", os.path.join(ROOT, "jobs/models/vgg_small.ini"),
                     "--ranks", "2", "--global-batch", "32", "--out", dp_plan], env=ENV, check=True, capture_output=True)
-    plans = {"split": os.path.join(JOBS, "vgg_small_split_2ranks.json"), "dp": dp_plan}
+    plans = {"split": os.path.join(JOBS, "vgg_small_split_2ranks.json"),
+             "alternate": os.path.join(JOBS, "vgg_small_alternate_2ranks.json"), "dp": dp_plan}
     runs = {name: [] for name in plans}
     for r in range(args.rounds):
         for name, plan in plans.items():
@@ -98,9 +103,9 @@ def main():
              "Command: `python3 perf/multiplex.py` (foreground jobs/multiplex/foreground_vgg_small.ini, batch 32; "
              "background jobs/multiplex/background_vgg_small.ini, batch 64, data parallel; one core per rank; "
              f"background thread priority: {runs['split'][0]['priority']}).", "",
-             "| figure | split plan | data parallel |", "|---|---|---|"]
+             "| figure | split plan | alternate plan | data parallel |", "|---|---|---|---|"]
     for k in keys:
-        lines.append(f"| {labels[k]} | {medians['split'][k]:.3f} | {medians['dp'][k]:.3f} |")
+        lines.append(f"| {labels[k]} | " + " | ".join(f"{medians[p][k]:.3f}" for p in plans) + " |")
     with open(args.out + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
