@@ -258,7 +258,7 @@ TrainResult train_small_batch(const JobConfig& job) {
     window_samples += static_cast<int64_t>(w.size) * k * b;
     window_seconds += seconds;
 
-    const int next_k = tuner.after_iteration(k, seconds, static_cast<double>(w.size) * k * b, r.tuning);
+    const int next_k = std::max(1, tuner.after_iteration(k, seconds, static_cast<double>(w.size) * k * b, r.tuning));
     while (static_cast<int>(learners.size()) < next_k) add_learner();
     while (static_cast<int>(learners.size()) > next_k) learners.pop_back();
     if (chatty && next_k != k)
@@ -282,7 +282,9 @@ TrainResult train_small_batch(const JobConfig& job) {
       next_eval += job.eval_every > 0 ? job.eval_every : per_epoch;
       const auto e0 = Clock::now();
       const float* model = average_model();
+      std::unique_lock<std::mutex> guard(params_lock);  // shadow's thread must not average the swapped-in model
       EvalPoint p = evaluate(first, model, data.test, job);
+      guard.unlock();
       p.step = iteration;
       p.epoch = static_cast<double>(batches) / per_epoch;
       r.evals.push_back(p);
