@@ -1,0 +1,29 @@
+// The SGD update on the device, the PyTorch rule of Sgd::step (src/optimizer.cpp).
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "../../src/cuda/check.hpp"
+
+namespace burstpool::cuda {
+namespace {
+
+__global__ void sgd_kernel(float* w, const float* g, float* v, size_t n, float lr, float mu, float wd, bool nesterov) {
+  const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float grad = g[i] + wd * w[i];
+  const float vel = mu * v[i] + grad;
+  v[i] = vel;
+  w[i] -= lr * (nesterov ? grad + mu * vel : vel);
+}
+
+}  // namespace
+
+void sgd_kernel_launch(float* w, const float* g, float* v, size_t n, float lr, float mu, float wd, bool nesterov,
+                       cudaStream_t stream) {
+  if (n == 0) return;
+  sgd_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(w, g, v, n, lr, mu, wd, nesterov);
+  BP_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace burstpool::cuda

@@ -1,0 +1,260 @@
+#include "gpu_model.hpp"
+
+#include <algorithm>
+
+#include "../../layers/cuda/kernels.hpp"
+#include "../../layers/kernels.hpp"
+#include "burstpool/spec.hpp"
+#include "check.hpp"
+
+namespace burstpool::cuda {
+namespace {
+
+
+Geometry2d geometry(const LayerSpec& spec, const Shape& in, const Shape& out, int n, bool pool) {
+  SpecReader r(spec);
+  Geometry2d g;
+  g.n = n, g.c = in.c, g.h = in.h, g.w = in.w, g.oc = out.c;
+  std::tie(g.kh, g.kw) = r.require_pair("kernel");
+  std::tie(g.sh, g.sw) = r.get_pair("stride", pool ? std::pair{g.kh, g.kw} : std::pair{1, 1});
+  std::tie(g.ph, g.pw) = r.get_pair("padding", {0, 0});
+  return g;
+}
+
+float attr_float(const LayerSpec& spec, const char* key, float fallback) {
+  SpecReader r(spec);
+  return r.get_float(key, fallback);
+}
+
+}  // namespace
+
+void sgd_kernel_launch(float* w, const float* g, float* v, size_t n, float lr, float mu, float wd, bool nesterov,
+                       cudaStream_t stream);
+
+GpuModel::GpuModel(Model& host, Context& ctx) : host_(host), ctx_(ctx), stream_(ctx.stream(StreamRole::foreground)) {
+  const Model& m = host_;
+  params_ = device(m.param_count());
+  grads_ = device(m.param_count());
+  velocity_ = device(m.param_count());
+  state_ = device(host_.state().size());
+  const int cap = m.max_batch();
+  size_t widest = 1;
+  for (int i = 0; i < m.size(); ++i) {
+    const size_t per = m.layer(i).output_shape().per_sample();
+    acts_.push_back(device(per * cap));
+    act_grads_.push_back(i == m.input_layer() ? nullptr : device(per * cap));
+    widest = std::max<size_t>(widest, m.layer(i).output_shape().c);
+    const bool bn = m.layer(i).type() == "batchnorm2d";
+    layer_mean_.push_back(bn ? device(m.layer(i).output_shape().c) : nullptr);
+    layer_invstd_.push_back(bn ? device(m.layer(i).output_shape().c) : nullptr);
+  }
+  loss_ = device(1);
+  prob_ = device(static_cast<size_t>(cap) * m.classes());
+  labels_ = reinterpret_cast<int32_t*>(device(cap));
+  bn_sums_ = reinterpret_cast<double*>(device(2 * (2 * widest + 1)));
+  upload();
+}
+
+GpuModel::~GpuModel() {
+  convs_.clear();
+  pools_.clear();
+  for (void* p : owned_) ctx_.allocator().deallocate(p);
+}
+
+float* GpuModel::device(size_t floats) {
+  void* p = ctx_.allocator().allocate(std::max<size_t>(floats, 1) * sizeof(float));
+  BP_CUDA_CHECK(cudaMemsetAsync(p, 0, std::max<size_t>(floats, 1) * sizeof(float), stream_));
+  owned_.push_back(p);
+  return static_cast<float*>(p);
+}
+
+void GpuModel::upload() {
+  BP_CUDA_CHECK(cudaMemcpyAsync(params_, host_.params().data(), host_.param_count() * sizeof(float),
+                                cudaMemcpyHostToDevice, stream_));
+  BP_CUDA_CHECK(cudaMemcpyAsync(state_, host_.state().data(), host_.state().size() * sizeof(float),
+                                cudaMemcpyHostToDevice, stream_));
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void GpuModel::download() {
+  BP_CUDA_CHECK(cudaMemcpyAsync(host_.params().data(), params_, host_.param_count() * sizeof(float),
+                                cudaMemcpyDeviceToHost, stream_));
+  BP_CUDA_CHECK(cudaMemcpyAsync(host_.state().data(), state_, host_.state().size() * sizeof(float),
+                                cudaMemcpyDeviceToHost, stream_));
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void GpuModel::logits(float* host) const {
+  const int i = host_.logits_layer();
+  const size_t n = static_cast<size_t>(batch_) * host_.layer(i).output_shape().per_sample();
+  BP_CUDA_CHECK(cudaMemcpyAsync(host, acts_[i], n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void GpuModel::gradients(float* host) const {
+  BP_CUDA_CHECK(cudaMemcpyAsync(host, grads_, host_.param_count() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+float GpuModel::forward(int batch, const float* images, const int32_t* labels, const burstpool::Context& base) {
+  BP_CHECK(batch >= 1 && batch <= host_.max_batch(), "batch {} outside 1..{}", batch, host_.max_batch());
+  batch_ = batch;
+  const size_t in = static_cast<size_t>(batch) * host_.sample_shape().per_sample();
+  BP_CUDA_CHECK(cudaMemcpyAsync(acts_[host_.input_layer()], images, in * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  BP_CUDA_CHECK(cudaMemcpyAsync(labels_, labels, batch * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  for (int i = 0; i < host_.size(); ++i)
+    if (i != host_.input_layer()) forward_layer(i, base);
+  float loss = 0;
+  BP_CUDA_CHECK(cudaMemcpyAsync(&loss, loss_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return loss;
+}
+
+void GpuModel::forward_layer(int i, const burstpool::Context& ctx) {
+  const Layer& l = host_.layer(i);
+  const LayerSpec& spec = host_.layer_spec(i);
+  const std::string& type = l.type();
+  const int n = batch_;
+  const auto& ins = host_.inputs(i);
+  const Shape in = host_.layer(ins[0]).output_shape(), out = l.output_shape();
+  const size_t out_n = out.per_sample() * n;
+  float* x = acts_[ins[0]];
+  float* y = acts_[i];
+  float* p = params_ + host_.param_range(i).first;
+  float* s = state_ + host_.state_range(i).first;
+  if (type == "conv2d") {
+    const Geometry2d geo = geometry(spec, in, out, n, false);
+    auto& conv = convs_[{i, n}];
+    if (!conv) conv = std::make_unique<CudnnConv>(ctx_.cudnn(), geo);
+    const size_t weights = static_cast<size_t>(out.c) * in.c * geo.kh * geo.kw;  // then the bias, if any
+    conv->forward(x, p, host_.param_range(i).second > weights ? p + weights : nullptr, y, ctx_.allocator(), stream_);
+  } else if (type == "maxpool2d" || type == "avgpool2d") {
+    auto& pool = pools_[{i, n}];
+    if (!pool) pool = std::make_unique<CudnnPool>(ctx_.cudnn(), geometry(spec, in, out, n, true), type == "maxpool2d");
+    pool->forward(x, y, stream_);
+  } else if (type == "global_avgpool") {
+    global_avgpool_forward(x, y, static_cast<size_t>(n) * in.c, in.h * in.w, stream_);
+  } else if (type == "relu") {
+    relu_forward(x, y, out_n, stream_);
+  } else if (type == "flatten") {
+    write_grad(y, x, out_n, false, stream_);
+  } else if (type == "linear") {
+    const int fin = static_cast<int>(in.per_sample()), fout = static_cast<int>(out.per_sample());
+    const bool bias = host_.param_range(i).second > static_cast<size_t>(fin) * fout;
+    linear_forward(ctx_.cublas(), x, p, bias ? p + static_cast<size_t>(fin) * fout : nullptr, y, n, fin, fout, stream_);
+  } else if (type == "dropout") {
+    const float prob = attr_float(spec, "p", 0.5f);
+    if (!ctx.training || prob == 0.0f) {
+      write_grad(y, x, out_n, false, stream_);
+    } else {
+      const uint64_t base = cpu::mix64(ctx.seed ^ cpu::hash_name(l.name())) ^
+                            cpu::mix64(static_cast<uint64_t>(ctx.step) * 0x632BE59BD9B4E019ull);
+      dropout_apply(x, y, n, out.per_sample(), prob, base, ctx.sample_offset, false, stream_);
+    }
+  } else if (type == "batchnorm2d") {
+    const int c = in.c, hw = in.h * in.w;
+    const float eps = attr_float(spec, "eps", 1e-5f), momentum = attr_float(spec, "momentum", 0.1f);
+    if (ctx.training) {
+      bn_forward_sums(x, n, c, hw, bn_sums_, stream_);
+      bn_forward_finish(bn_sums_, c, eps, momentum, s, s + c, layer_mean_[i], layer_invstd_[i], stream_);
+    } else {
+      bn_eval_stats(s, s + c, c, eps, layer_mean_[i], layer_invstd_[i], stream_);
+    }
+    bn_apply(x, p, p + c, layer_mean_[i], layer_invstd_[i], y, n, c, hw, stream_);
+  } else if (type == "add") {
+    write_grad(y, x, out_n, false, stream_);
+    for (size_t k = 1; k < ins.size(); ++k) write_grad(y, acts_[ins[k]], out_n, true, stream_);
+  } else if (type == "concat") {
+    size_t offset = 0;
+    for (int pi : ins) {
+      const size_t per = host_.layer(pi).output_shape().per_sample();
+      concat_forward_part(acts_[pi], y, n, per, offset, out.per_sample(), stream_);
+      offset += per;
+    }
+  } else if (type == "softmax_cross_entropy") {
+    softmax_xent_forward(x, labels_, prob_, loss_, n, static_cast<int>(in.per_sample()), ctx.loss_scale, stream_);
+  } else {
+    throw Error(fmt::format("layer '{}': type {} has no CUDA version yet", l.name(), type));
+  }
+}
+
+void GpuModel::backward(const burstpool::Context& ctx) {
+  for (int i = host_.size() - 1; i >= 0; --i)
+    if (i != host_.input_layer()) backward_layer(i, ctx);
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void GpuModel::backward_layer(int i, const burstpool::Context& ctx) {
+  const Layer& l = host_.layer(i);
+  const LayerSpec& spec = host_.layer_spec(i);
+  const std::string& type = l.type();
+  const int n = batch_;
+  const auto& ins = host_.inputs(i);
+  const Shape in = host_.layer(ins[0]).output_shape(), out = l.output_shape();
+  const size_t out_n = out.per_sample() * n;
+  float* x = acts_[ins[0]];
+  float* y = acts_[i];
+  float* dy = act_grads_[i];
+  // Input gradient of slot k: none for the data layer.
+  auto dx_of = [&](size_t k) { return ins[k] == host_.input_layer() ? nullptr : act_grads_[ins[k]]; };
+  auto acc = [&](size_t k) { return host_.accumulates(i, static_cast<int>(k)); };
+  float* dx = dx_of(0);
+  float* p = params_ + host_.param_range(i).first;
+  float* g = grads_ + host_.param_range(i).first;
+  if (type == "conv2d") {
+    const Geometry2d geo = geometry(spec, in, out, n, false);
+    const size_t weights = static_cast<size_t>(out.c) * in.c * geo.kh * geo.kw;
+    convs_.at({i, n})->backward(x, p, dy, g, host_.param_range(i).second > weights ? g + weights : nullptr, dx, acc(0),
+                                ctx_.allocator(), stream_);
+  } else if (type == "maxpool2d" || type == "avgpool2d") {
+    if (dx) pools_.at({i, n})->backward(x, y, dy, dx, acc(0), stream_);
+  } else if (type == "global_avgpool") {
+    if (dx) global_avgpool_backward(dy, dx, static_cast<size_t>(n) * in.c, in.h * in.w, acc(0), stream_);
+  } else if (type == "relu") {
+    if (dx) relu_backward(x, dy, dx, out_n, acc(0), stream_);
+  } else if (type == "flatten") {
+    if (dx) write_grad(dx, dy, out_n, acc(0), stream_);
+  } else if (type == "linear") {
+    const int fin = static_cast<int>(in.per_sample()), fout = static_cast<int>(out.per_sample());
+    const bool bias = host_.param_range(i).second > static_cast<size_t>(fin) * fout;
+    linear_backward(ctx_.cublas(), x, p, dy, g, bias ? g + static_cast<size_t>(fin) * fout : nullptr, dx, acc(0), n,
+                    fin, fout, stream_);
+  } else if (type == "dropout") {
+    const float prob = attr_float(spec, "p", 0.5f);
+    if (!dx) return;
+    if (!ctx.training || prob == 0.0f) {
+      write_grad(dx, dy, out_n, acc(0), stream_);
+    } else {
+      const uint64_t base = cpu::mix64(ctx.seed ^ cpu::hash_name(l.name())) ^
+                            cpu::mix64(static_cast<uint64_t>(ctx.step) * 0x632BE59BD9B4E019ull);
+      dropout_apply(dy, dx, n, out.per_sample(), prob, base, ctx.sample_offset, acc(0), stream_);
+    }
+  } else if (type == "batchnorm2d") {
+    const int c = in.c, hw = in.h * in.w;
+    bn_backward_sums(x, dy, layer_mean_[i], layer_invstd_[i], n, c, hw, bn_sums_, g, g + c, stream_);
+    if (dx) bn_backward_dx(x, dy, p, layer_mean_[i], layer_invstd_[i], bn_sums_, ctx.training, dx, acc(0), n, c, hw,
+                           stream_);
+  } else if (type == "add") {
+    for (size_t k = 0; k < ins.size(); ++k)
+      if (float* d = dx_of(k)) write_grad(d, dy, out_n, acc(k), stream_);
+  } else if (type == "concat") {
+    size_t offset = 0;
+    for (size_t k = 0; k < ins.size(); ++k) {
+      const size_t per = host_.layer(ins[k]).output_shape().per_sample();
+      if (float* d = dx_of(k)) concat_backward_part(dy, d, n, per, offset, out.per_sample(), acc(k), stream_);
+      offset += per;
+    }
+  } else if (type == "softmax_cross_entropy") {
+    // d(loss)/d(loss) = 1, so the logit gradient is (p - onehot) * loss_scale.
+    if (dx) softmax_xent_backward(prob_, labels_, static_cast<float>(ctx.loss_scale), dx, n,
+                                  static_cast<int>(in.per_sample()), acc(0), stream_);
+  }
+}
+
+void GpuModel::sgd_step(float lr, const SgdOptions& o) {
+  sgd_kernel_launch(params_, grads_, velocity_, host_.param_count(), lr, o.momentum, o.weight_decay, o.nesterov,
+                    stream_);
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+}  // namespace burstpool::cuda

@@ -1,0 +1,66 @@
+#pragma once
+// A whole model on one GPU (one rank, the whole batch): forward, backward and
+// SGD through the CUDA layer twins (layers/cuda). The CPU Model of the same
+// spec stays the reference: parameters and state are uploaded from it and
+// downloaded back to it (for checkpoints and evaluation output), and the
+// per-layer gradient contract (overwrite or accumulate) is the Model's.
+// This is the single-GPU core of the CUDA backend; the executor does not use
+// it yet (docs/cuda.md).
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "burstpool/layer.hpp"
+#include "burstpool/model.hpp"
+#include "burstpool/optimizer.hpp"
+#include "context.hpp"
+
+namespace burstpool::cuda {
+
+class CudnnConv;
+class CudnnPool;
+
+class GpuModel {
+ public:
+  // `host` fixes shapes, capacity (max_batch) and initial values.
+  GpuModel(Model& host, Context& ctx);
+  ~GpuModel();
+
+  void upload();    // parameters and state: host -> device
+  void download();  // parameters and state: device -> host
+
+  // Forward on `batch` samples (images and labels in host memory); returns the
+  // loss. ctx as for Model::forward (labels and loss_scale are taken from the
+  // arguments). Logits stay on the device; logits() copies them to the host.
+  float forward(int batch, const float* images, const int32_t* labels, const burstpool::Context& ctx);
+  void backward(const burstpool::Context& ctx);
+  void logits(float* host) const;
+  // The PyTorch momentum rule, as Sgd::step.
+  void sgd_step(float lr, const SgdOptions& options);
+  void gradients(float* host) const;  // parameter gradients, laid out like Model::grads()
+
+ private:
+  struct Buffers;
+  float* device(size_t floats);
+  void forward_layer(int i, const burstpool::Context& ctx);
+  void backward_layer(int i, const burstpool::Context& ctx);
+  float* act(int i) const { return acts_[i]; }
+
+  Model& host_;
+  Context& ctx_;
+  cudaStream_t stream_;
+  int batch_ = 0;
+  std::vector<void*> owned_;
+  float *params_ = nullptr, *grads_ = nullptr, *state_ = nullptr, *velocity_ = nullptr;
+  std::vector<float*> acts_, act_grads_;
+  float* loss_ = nullptr;
+  float* prob_ = nullptr;
+  int32_t* labels_ = nullptr;
+  std::vector<float*> layer_mean_, layer_invstd_;  // batch norm, per layer
+  double* bn_sums_ = nullptr;
+  std::map<std::pair<int, int>, std::unique_ptr<CudnnConv>> convs_;  // (layer, batch)
+  std::map<std::pair<int, int>, std::unique_ptr<CudnnPool>> pools_;
+};
+
+}  // namespace burstpool::cuda
