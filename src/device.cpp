@@ -1,15 +1,15 @@
 #include "burstpool/device.hpp"
 
 #include "burstpool/error.hpp"
+#include "burstpool/executor.hpp"
 
 namespace burstpool {
 
 int choose_device(int local_rank, int device_count) {
   if (device_count < 1)
-    throw Error(cuda_built() ? "device = cuda, but no GPU is visible to this process (check CUDA_VISIBLE_DEVICES "
-                               "and the job's GPU request, e.g. --gpus-per-task=1)"
-                             : "device = cuda, but this build has no CUDA backend (the CUDA toolkit was not found, "
-                               "or -DBURSTPOOL_CUDA=OFF)");
+    throw Error(cuda_built() ? "no GPU is visible to this process (check CUDA_VISIBLE_DEVICES and the job's GPU "
+                               "request, e.g. --gpus-per-task=1)"
+                             : "this build has no CUDA backend (the CUDA toolkit was not found, or -DBURSTPOOL_CUDA=OFF)");
   BP_CHECK(local_rank >= 0, "negative local rank {}", local_rank);
   return local_rank % device_count;
 }
@@ -37,6 +37,10 @@ std::string to_string(StreamRole role) {
 #ifndef BURSTPOOL_HAVE_CUDA
 bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }
+std::unique_ptr<DeviceModel> make_cuda_model(Model&, int) {
+  choose_device(0, 0);  // throws: no CUDA backend in this build
+  return nullptr;
+}
 #endif
 
 }  // namespace burstpool

@@ -82,12 +82,24 @@ Context Executor::layer_context(int layer, const Context& base, double* allreduc
   return ctx;
 }
 
+void Executor::use_device(std::unique_ptr<DeviceModel> device) {
+  BP_CHECK(plan_.ranks == 1, "a device model runs one-rank plans only (this plan has {} ranks)", plan_.ranks);
+  device_ = std::move(device);
+}
+
 double Executor::forward(int batch, const float* images, const int32_t* labels, const Context& base) {
   BP_CHECK(batch >= 1 && batch <= plan_.global_batch, "batch {} outside 1..{}", batch, plan_.global_batch);
   Model& m = *model_;
   batch_ = batch;
   labels_ = labels;
   for (int i = 0; i < m.size(); ++i) m.set_layer_batch(i, Plan::slice_of(sets_[i], rank_, batch).count);
+  if (device_) {
+    const auto t0 = Clock::now();
+    const double loss = device_->forward(batch, images, labels, base);
+    if (!base.training) device_->logits(m.activation(m.logits_layer()).data());  // evaluation reads them
+    times_.compute += since(t0);
+    return loss;
+  }
   if (holds(m.input_layer()) && m.layer_batch(m.input_layer()) > 0) m.load_batch(images);
   double loss = 0;
   for (int i = 0; i < m.size(); ++i) {
@@ -123,6 +135,12 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
 
 void Executor::backward(const Context& base) {
   Model& m = *model_;
+  if (device_) {
+    const auto t0 = Clock::now();
+    device_->backward(base);
+    times_.compute += since(t0);
+    return;
+  }
 
   for (int i = m.size() - 1; i >= 0; --i) {
     if (holds(i) && i != m.input_layer()) {

@@ -96,7 +96,10 @@ void TrainingSession::backward() { exec_->backward(ctx_); }
 
 void TrainingSession::apply(int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
-  sgd_->step(schedule_.at(step), exec_->held_param_ranges());
+  if (DeviceModel* device = exec_->device())
+    device->sgd_step(schedule_.at(step), job_.sgd);
+  else
+    sgd_->step(schedule_.at(step), exec_->held_param_ranges());
   exec_->times().compute += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

@@ -84,6 +84,7 @@ Plan plan_for(const JobConfig& job, const ModelSpec& spec, int world_size) {
 // every rank, then written by rank 0.
 void write_final_checkpoint(const JobConfig& job, Executor& exec, Sgd& sgd, int64_t steps) {
   Model& m = exec.model();
+  if (DeviceModel* device = exec.device()) device->to_host(sgd.velocity().data());
   exec.share_from_owners(m.params().data(), m.params().size(), false);
   exec.share_from_owners(m.state().data(), m.state().size(), true);
   exec.share_from_owners(sgd.velocity().data(), sgd.velocity().size(), false);
@@ -157,12 +158,24 @@ TrainResult train(const JobConfig& job) {
   const int64_t total = session.total_steps(), per_epoch = session.steps_per_epoch();
   const int64_t eval_every = job.eval_every > 0 ? job.eval_every : per_epoch;
   const bool chatty = w.rank == 0;
+  if (job.device == "cuda") {
+    if (w.size > 1 || !job.plan_path.empty() || !job.background.job_path.empty())
+      throw Error(fmt::format("{}: [job] device = cuda runs one rank without a plan or background job so far "
+                              "(docs/cuda.md)", job.file));
+    try {
+      exec.use_device(make_cuda_model(model, w.local_rank));
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: [job] device = cuda: {}", job.file, e.what()));
+    }
+  }
   const int64_t first_step = job.resume ? resume(job, model, sgd, chatty) : 0;
+  if (DeviceModel* device = exec.device()) device->from_host(sgd.velocity().data());  // initial or resumed values
   if (chatty)
     fmt::print("burstpool: job '{}', model '{}' ({} parameters), {} training samples, global batch {}, {} steps, "
-               "{} rank(s) x {} thread(s), {}, job id {}\n",
+               "{} rank(s) x {} thread(s), {}, {}, job id {}\n",
                job.name, spec.name, model.param_count(), data.train.size(), job.batch_size, total, w.size, r.threads,
-               job.plan_path.empty() ? "data parallel" : "plan " + job.plan_path, w.job_id);
+               job.plan_path.empty() ? "data parallel" : "plan " + job.plan_path,
+               exec.device() ? exec.device()->describe() : "CPU", w.job_id);
   std::unique_ptr<Multiplexer> multiplex;
   if (!job.background.job_path.empty()) multiplex = std::make_unique<Multiplexer>(job, exec);
 

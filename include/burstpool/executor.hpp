@@ -16,17 +16,38 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "burstpool/layer.hpp"
 #include "burstpool/model.hpp"
+#include "burstpool/optimizer.hpp"
 #include "burstpool/plan.hpp"
 
 namespace burstpool {
 
 class GroupCache;
 class GradientSync;
+
+// A copy of the model on an accelerator that runs a one-rank plan's forward,
+// backward and SGD step instead of the CPU layers (src/cuda/gpu_model.hpp).
+// The CPU Model stays the reference: parameters, state and momentum are moved
+// between the two for checkpoints and resumes.
+class DeviceModel {
+ public:
+  virtual ~DeviceModel() = default;
+  virtual float forward(int batch, const float* images, const int32_t* labels, const Context& ctx) = 0;
+  virtual void backward(const Context& ctx) = 0;
+  virtual void logits(float* host) = 0;  // the last forward's logits
+  virtual void sgd_step(float lr, const SgdOptions& options) = 0;
+  virtual void to_host(float* velocity) = 0;          // parameters, state into the Model; momentum into velocity
+  virtual void from_host(const float* velocity) = 0;  // the reverse
+  virtual std::string describe() const = 0;           // for the banner: which device
+};
+// The CUDA model on the GPU of this node-local rank. Throws Error when the
+// build has no CUDA backend or no GPU is visible.
+std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank);
 struct WaitSite;
 
 struct TimeSplit {
@@ -92,6 +113,10 @@ class Executor {
   // state() (Model::state_range). Collective over the world.
   void share_from_owners(float* flat, size_t size, bool state_layout);
 
+  // Hands forward and backward of a one-rank plan to `device` (CUDA).
+  void use_device(std::unique_ptr<DeviceModel> device);
+  DeviceModel* device() { return device_.get(); }
+
   TimeSplit& times() { return times_; }
   int buckets_last_step() const { return buckets_; }
 
@@ -117,6 +142,7 @@ class Executor {
   std::function<void()> before_layer_;
   std::atomic<bool>* reduce_flag_ = nullptr;
   bool sync_batchnorm_ = true;
+  std::unique_ptr<DeviceModel> device_;
   std::vector<std::vector<WaitSite>> wait_sites_;  // per layer: forward, backward wait per input slot
   int buckets_ = 0;
 };

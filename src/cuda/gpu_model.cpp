@@ -31,6 +31,8 @@ float attr_float(const LayerSpec& spec, const char* key, float fallback) {
 void sgd_kernel_launch(float* w, const float* g, float* v, size_t n, float lr, float mu, float wd, bool nesterov,
                        cudaStream_t stream);
 
+GpuModel::GpuModel(Model& host, std::unique_ptr<Context> owned) : GpuModel(host, *owned) { owned_context_ = std::move(owned); }
+
 GpuModel::GpuModel(Model& host, Context& ctx) : host_(host), ctx_(ctx), stream_(ctx.stream(StreamRole::foreground)) {
   const Model& m = host_;
   params_ = device(m.param_count());
@@ -84,11 +86,29 @@ void GpuModel::download() {
   BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-void GpuModel::logits(float* host) const {
+void GpuModel::logits(float* host) {
   const int i = host_.logits_layer();
   const size_t n = static_cast<size_t>(batch_) * host_.layer(i).output_shape().per_sample();
   BP_CUDA_CHECK(cudaMemcpyAsync(host, acts_[i], n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void GpuModel::to_host(float* velocity) {
+  BP_CUDA_CHECK(cudaMemcpyAsync(velocity, velocity_, host_.param_count() * sizeof(float), cudaMemcpyDeviceToHost,
+                                stream_));
+  download();
+}
+
+void GpuModel::from_host(const float* velocity) {
+  BP_CUDA_CHECK(cudaMemcpyAsync(velocity_, velocity, host_.param_count() * sizeof(float), cudaMemcpyHostToDevice,
+                                stream_));
+  upload();
+}
+
+std::string GpuModel::describe() const {
+  cudaDeviceProp prop{};
+  BP_CUDA_CHECK(cudaGetDeviceProperties(&prop, ctx_.device()));
+  return fmt::format("GPU {} ({})", ctx_.device(), prop.name);
 }
 
 void GpuModel::gradients(float* host) const {
@@ -258,3 +278,11 @@ void GpuModel::sgd_step(float lr, const SgdOptions& o) {
 }
 
 }  // namespace burstpool::cuda
+
+namespace burstpool {
+
+std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank) {
+  return std::make_unique<cuda::GpuModel>(model, std::make_unique<cuda::Context>(local_rank));
+}
+
+}  // namespace burstpool

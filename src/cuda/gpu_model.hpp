@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "burstpool/executor.hpp"
 #include "burstpool/layer.hpp"
 #include "burstpool/model.hpp"
 #include "burstpool/optimizer.hpp"
@@ -21,11 +22,12 @@ namespace burstpool::cuda {
 class CudnnConv;
 class CudnnPool;
 
-class GpuModel {
+class GpuModel final : public DeviceModel {
  public:
   // `host` fixes shapes, capacity (max_batch) and initial values.
   GpuModel(Model& host, Context& ctx);
-  ~GpuModel();
+  GpuModel(Model& host, std::unique_ptr<Context> ctx);  // owns the context (make_cuda_model)
+  ~GpuModel() override;
 
   void upload();    // parameters and state: host -> device
   void download();  // parameters and state: device -> host
@@ -33,11 +35,14 @@ class GpuModel {
   // Forward on `batch` samples (images and labels in host memory); returns the
   // loss. ctx as for Model::forward (labels and loss_scale are taken from the
   // arguments). Logits stay on the device; logits() copies them to the host.
-  float forward(int batch, const float* images, const int32_t* labels, const burstpool::Context& ctx);
-  void backward(const burstpool::Context& ctx);
-  void logits(float* host) const;
+  float forward(int batch, const float* images, const int32_t* labels, const burstpool::Context& ctx) override;
+  void backward(const burstpool::Context& ctx) override;
+  void logits(float* host) override;
   // The PyTorch momentum rule, as Sgd::step.
-  void sgd_step(float lr, const SgdOptions& options);
+  void sgd_step(float lr, const SgdOptions& options) override;
+  void to_host(float* velocity) override;
+  void from_host(const float* velocity) override;
+  std::string describe() const override;
   void gradients(float* host) const;  // parameter gradients, laid out like Model::grads()
 
  private:
@@ -49,6 +54,7 @@ class GpuModel {
 
   Model& host_;
   Context& ctx_;
+  std::unique_ptr<Context> owned_context_;  // when owned: outlives the members declared below it
   cudaStream_t stream_;
   int batch_ = 0;
   std::vector<void*> owned_;
