@@ -94,7 +94,11 @@ bool BackgroundJob::run_step(bool stop_wanted) {
   TrainingSession& s = *session_;
   const int64_t step = step_.load();
   const double loss = s.forward(step);
-  double agree[3] = {stop_wanted ? 1.0 : 0.0, std::isfinite(loss) ? 0.0 : 1.0, std::isfinite(loss) ? loss : 0.0};
+  // A member, not a local: if this step throws, the reduction may still write into it later.
+  double* agree = agree_;
+  agree[0] = stop_wanted ? 1.0 : 0.0;
+  agree[1] = std::isfinite(loss) ? 0.0 : 1.0;
+  agree[2] = std::isfinite(loss) ? loss : 0.0;
   MPI_Request request;
   BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, agree, 3, MPI_DOUBLE, MPI_SUM, comm_, &request));
   if (step == fail_step_ && world().rank == fail_rank_)

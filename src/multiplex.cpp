@@ -91,7 +91,13 @@ MultiplexResult Multiplexer::finish() {
                           : 0;
     r.cluster_throughput = 1.0 / r.foreground_slowdown + bg;
   }
-  bg_.reset();
+  if (r.background.failed)
+    // A failed or abandoned background may leave reductions pending in MPI
+    // that still write into its buffers; they must outlive them, so the job
+    // is left to the end of the process instead of being freed.
+    (void)bg_.release();
+  else
+    bg_.reset();
   return r;
 }
 

@@ -135,6 +135,7 @@ class BackgroundJob {
   int64_t shared_first_step_ = 0;
   double alone_step_seconds_ = 0;
   std::chrono::steady_clock::time_point shared_start_;
+  double agree_[3] = {0, 0, 0};  // the per-step agreement's buffer
   int fail_rank_ = -1;  // test hook BURSTPOOL_TEST_BACKGROUND_FAIL=rank:step
   int64_t fail_step_ = -1;
 };
