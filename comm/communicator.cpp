@@ -1,6 +1,8 @@
 #include "communicator.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
 #include <set>
 
 #include "burstpool/error.hpp"
@@ -18,11 +20,26 @@ Communicator::~Communicator() {
 
 // Non-blocking reduction and a wait under the process's wait policy, so a
 // rank waiting here leaves its core to a background job (comm/wait.hpp).
+// The reduction works on a heap copy: a wait cancelled by a stopping
+// background job leaves the request pending, and MPI may still write into the
+// buffer later, so the copy is then left allocated instead of the caller's
+// (often short-lived) memory being written.
 void Communicator::sum(void* values, size_t count, MPI_Datatype type) const {
   if (size() <= 1) return;
+  int type_size = 0;
+  MPI_Type_size(type, &type_size);
+  const size_t bytes = count * static_cast<size_t>(type_size);
+  auto buffer = std::make_unique<char[]>(bytes);
+  std::memcpy(buffer.get(), values, bytes);
   MPI_Request request;
-  BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values, static_cast<int>(count), type, MPI_SUM, comm_, &request));
-  wait_all(1, &request);
+  BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.get(), static_cast<int>(count), type, MPI_SUM, comm_, &request));
+  try {
+    wait_all(1, &request);
+  } catch (const WaitCancelled&) {
+    (void)buffer.release();
+    throw;
+  }
+  std::memcpy(values, buffer.get(), bytes);
 }
 
 void Communicator::sum(double* values, size_t count) const { sum(values, count, MPI_DOUBLE); }

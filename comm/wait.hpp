@@ -20,7 +20,12 @@
 //
 // A thread may also set a cancel flag (a background thread does): a wait that
 // sees it raised throws WaitCancelled and leaves its requests pending. This is
-// how a background job whose peer died stops waiting for it.
+// how a background job whose peer died stops waiting for it. MPI may still
+// complete a cancelled request later, so its buffers must stay allocated:
+// the background job's model buffers are kept to the end of the process
+// (src/multiplex.cpp), Communicator::sum leaks its copy, and the executor's
+// slice exchanges, whose receive buffers are temporary, never run in a
+// background job (it is data parallel).
 #include <mpi.h>
 
 #include <algorithm>
