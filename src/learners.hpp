@@ -43,8 +43,9 @@ struct TuningStep {
 TuningStep next_learner_count(int k, double rate, double best, double threshold, int max_learners);
 
 // Runs fn(j) for j in [0, k): j = 0 on the calling thread, the others on
-// persistent worker threads (created as k grows), each with `omp_threads`
-// OpenMP threads. Rethrows the first exception a learner threw.
+// persistent worker threads (created as k grows), each starting with
+// `omp_threads` OpenMP threads (fn may set fewer for itself). Rethrows the
+// first exception a learner threw.
 class LearnerPool {
  public:
   explicit LearnerPool(int omp_threads) : omp_threads_(omp_threads) {}

@@ -14,6 +14,7 @@
 #include <numeric>
 
 #include <mpi.h>
+#include <omp.h>
 
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/error.hpp"
@@ -216,6 +217,7 @@ TrainResult train_small_batch(const JobConfig& job) {
       gather_labels(data.train, idx.data(), {0, b}, l.labels);
     }
     pool.run(k, [&](int j) {
+      omp_set_num_threads(std::max(1, r.threads / k));  // the learners share the rank's threads
       Learner& l = *learners[j];
       Context ctx;
       ctx.seed = job.seed;
