@@ -104,7 +104,7 @@ class Dropout final : public Layer {
       return;
     }
     const float scale = 1.0f / (1.0f - p_);
-    const uint64_t base = cpu::mix64(ctx.seed ^ salt_) ^ cpu::mix64(static_cast<uint64_t>(ctx.step) * 0x632BE59BD9B4E019ull);
+    const uint64_t base = cpu::dropout_step_key(ctx.seed, salt_, ctx.step);
 #pragma omp parallel for if (cpu::worth_threads(shape.count()))
     for (int s = 0; s < shape.n; ++s) {
       const uint64_t sample_key = cpu::mix64(base + static_cast<uint64_t>(ctx.sample_offset + s));

@@ -23,4 +23,11 @@ BP_HOST_DEVICE inline float uniform01(uint64_t key) {
   return static_cast<float>(mix64(key) >> 40) * (1.0f / 16777216.0f);
 }
 
+// Dropout's key for one layer and training step: sample s of the batch then
+// draws element e's keep/drop from uniform01(mix64(key + sample index) + e).
+// `salt` is the layer's hash_name(name).
+BP_HOST_DEVICE inline uint64_t dropout_step_key(uint64_t seed, uint64_t salt, int64_t step) {
+  return mix64(seed ^ salt) ^ mix64(static_cast<uint64_t>(step) * 0x632BE59BD9B4E019ull);
+}
+
 }  // namespace burstpool::cpu

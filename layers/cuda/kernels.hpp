@@ -47,6 +47,7 @@ struct Geometry2d {
   int oc = 0;                      // output channels (convolution; pooling keeps c)
   int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
   int oh() const { return (h + 2 * ph - kh) / sh + 1; }
+  size_t weights() const { return static_cast<size_t>(oc) * c * kh * kw; }  // convolution weight count
   int ow() const { return (w + 2 * pw - kw) / sw + 1; }
 };
 
@@ -96,9 +97,9 @@ void global_avgpool_forward(const float* x, float* y, size_t planes, int hw, cud
 void global_avgpool_backward(const float* dy, float* dx, size_t planes, int hw, bool accumulate, cudaStream_t stream);
 
 // Dropout with the CPU layer's counter-based mask: `base` is the layer's key
-// for this step (mix64(seed ^ salt) ^ mix64(step * 0x632BE59BD9B4E019)), and
-// sample s's elements use mix64(base + sample_offset + s) + e. Forward and
-// backward apply the same mask.
+// for this step (cpu::dropout_step_key, layers/random.hpp), and sample s's
+// elements use mix64(base + sample_offset + s) + e. Forward and backward
+// apply the same mask.
 void dropout_apply(const float* x, float* y, int n, size_t per_sample, float p, uint64_t base, int64_t sample_offset,
                    bool accumulate, cudaStream_t stream);
 

@@ -130,50 +130,64 @@ float GpuModel::forward(int batch, const float* images, const int32_t* labels, c
   return loss;
 }
 
-void GpuModel::forward_layer(int i, const burstpool::Context& ctx) {
+GpuModel::LayerView GpuModel::view(int i) const {
   const Layer& l = host_.layer(i);
-  const LayerSpec& spec = host_.layer_spec(i);
-  const std::string& type = l.type();
-  const int n = batch_;
   const auto& ins = host_.inputs(i);
   const Shape in = host_.layer(ins[0]).output_shape(), out = l.output_shape();
-  const size_t out_n = out.per_sample() * n;
-  float* x = acts_[ins[0]];
-  float* y = acts_[i];
-  float* p = params_ + host_.param_range(i).first;
+  return {l,
+          host_.layer_spec(i),
+          ins,
+          batch_,
+          in,
+          out,
+          out.per_sample() * batch_,
+          acts_[ins[0]],
+          acts_[i],
+          params_ + host_.param_range(i).first,
+          host_.param_range(i).second};
+}
+
+// Parameters are laid out weight, then bias (when the layer has one).
+float* GpuModel::LayerView::bias(float* base, size_t weights) const { return param_count > weights ? base + weights : nullptr; }
+
+uint64_t GpuModel::LayerView::dropout_key(const burstpool::Context& ctx) const {
+  return cpu::dropout_step_key(ctx.seed, cpu::hash_name(layer.name()), ctx.step);
+}
+
+void GpuModel::forward_layer(int i, const burstpool::Context& ctx) {
+  const LayerView v = view(i);
+  const std::string& type = v.layer.type();
+  const int n = v.n;
+  const Shape &in = v.in, &out = v.out;
+  float *x = v.x, *y = v.y, *p = v.p;
   float* s = state_ + host_.state_range(i).first;
   if (type == "conv2d") {
-    const Geometry2d geo = geometry(spec, in, out, n, false);
+    const Geometry2d geo = geometry(v.spec, in, out, n, false);
     auto& conv = convs_[{i, n}];
     if (!conv) conv = std::make_unique<CudnnConv>(ctx_.cudnn(), geo);
-    const size_t weights = static_cast<size_t>(out.c) * in.c * geo.kh * geo.kw;  // then the bias, if any
-    conv->forward(x, p, host_.param_range(i).second > weights ? p + weights : nullptr, y, ctx_.allocator(), stream_);
+    conv->forward(x, p, v.bias(p, geo.weights()), y, ctx_.allocator(), stream_);
   } else if (type == "maxpool2d" || type == "avgpool2d") {
     auto& pool = pools_[{i, n}];
-    if (!pool) pool = std::make_unique<CudnnPool>(ctx_.cudnn(), geometry(spec, in, out, n, true), type == "maxpool2d");
+    if (!pool) pool = std::make_unique<CudnnPool>(ctx_.cudnn(), geometry(v.spec, in, out, n, true), type == "maxpool2d");
     pool->forward(x, y, stream_);
   } else if (type == "global_avgpool") {
     global_avgpool_forward(x, y, static_cast<size_t>(n) * in.c, in.h * in.w, stream_);
   } else if (type == "relu") {
-    relu_forward(x, y, out_n, stream_);
+    relu_forward(x, y, v.out_n, stream_);
   } else if (type == "flatten") {
-    write_grad(y, x, out_n, false, stream_);
+    write_grad(y, x, v.out_n, false, stream_);
   } else if (type == "linear") {
     const int fin = static_cast<int>(in.per_sample()), fout = static_cast<int>(out.per_sample());
-    const bool bias = host_.param_range(i).second > static_cast<size_t>(fin) * fout;
-    linear_forward(ctx_.cublas(), x, p, bias ? p + static_cast<size_t>(fin) * fout : nullptr, y, n, fin, fout, stream_);
+    linear_forward(ctx_.cublas(), x, p, v.bias(p, static_cast<size_t>(fin) * fout), y, n, fin, fout, stream_);
   } else if (type == "dropout") {
-    const float prob = attr_float(spec, "p", 0.5f);
-    if (!ctx.training || prob == 0.0f) {
-      write_grad(y, x, out_n, false, stream_);
-    } else {
-      const uint64_t base = cpu::mix64(ctx.seed ^ cpu::hash_name(l.name())) ^
-                            cpu::mix64(static_cast<uint64_t>(ctx.step) * 0x632BE59BD9B4E019ull);
-      dropout_apply(x, y, n, out.per_sample(), prob, base, ctx.sample_offset, false, stream_);
-    }
+    const float prob = attr_float(v.spec, "p", 0.5f);
+    if (!ctx.training || prob == 0.0f)
+      write_grad(y, x, v.out_n, false, stream_);
+    else
+      dropout_apply(x, y, n, out.per_sample(), prob, v.dropout_key(ctx), ctx.sample_offset, false, stream_);
   } else if (type == "batchnorm2d") {
     const int c = in.c, hw = in.h * in.w;
-    const float eps = attr_float(spec, "eps", 1e-5f), momentum = attr_float(spec, "momentum", 0.1f);
+    const float eps = attr_float(v.spec, "eps", 1e-5f), momentum = attr_float(v.spec, "momentum", 0.1f);
     if (ctx.training) {
       bn_forward_sums(x, n, c, hw, bn_sums_, stream_);
       bn_forward_finish(bn_sums_, c, eps, momentum, s, s + c, layer_mean_[i], layer_invstd_[i], stream_);
@@ -182,11 +196,11 @@ void GpuModel::forward_layer(int i, const burstpool::Context& ctx) {
     }
     bn_apply(x, p, p + c, layer_mean_[i], layer_invstd_[i], y, n, c, hw, stream_);
   } else if (type == "add") {
-    write_grad(y, x, out_n, false, stream_);
-    for (size_t k = 1; k < ins.size(); ++k) write_grad(y, acts_[ins[k]], out_n, true, stream_);
+    write_grad(y, x, v.out_n, false, stream_);
+    for (size_t k = 1; k < v.ins.size(); ++k) write_grad(y, acts_[v.ins[k]], v.out_n, true, stream_);
   } else if (type == "concat") {
     size_t offset = 0;
-    for (int pi : ins) {
+    for (int pi : v.ins) {
       const size_t per = host_.layer(pi).output_shape().per_sample();
       concat_forward_part(acts_[pi], y, n, per, offset, out.per_sample(), stream_);
       offset += per;
@@ -194,7 +208,7 @@ void GpuModel::forward_layer(int i, const burstpool::Context& ctx) {
   } else if (type == "softmax_cross_entropy") {
     softmax_xent_forward(x, labels_, prob_, loss_, n, static_cast<int>(in.per_sample()), ctx.loss_scale, stream_);
   } else {
-    throw Error(fmt::format("layer '{}': type {} has no CUDA version yet", l.name(), type));
+    throw Error(fmt::format("layer '{}': type {} has no CUDA version yet", v.layer.name(), type));
   }
 }
 
@@ -205,50 +219,40 @@ void GpuModel::backward(const burstpool::Context& ctx) {
 }
 
 void GpuModel::backward_layer(int i, const burstpool::Context& ctx) {
-  const Layer& l = host_.layer(i);
-  const LayerSpec& spec = host_.layer_spec(i);
-  const std::string& type = l.type();
-  const int n = batch_;
-  const auto& ins = host_.inputs(i);
-  const Shape in = host_.layer(ins[0]).output_shape(), out = l.output_shape();
-  const size_t out_n = out.per_sample() * n;
-  float* x = acts_[ins[0]];
-  float* y = acts_[i];
+  const LayerView v = view(i);
+  const std::string& type = v.layer.type();
+  const int n = v.n;
+  const auto& ins = v.ins;
+  const Shape &in = v.in, &out = v.out;
+  float *x = v.x, *y = v.y, *p = v.p;
   float* dy = act_grads_[i];
+  float* g = grads_ + host_.param_range(i).first;
   // Input gradient of slot k: none for the data layer.
   auto dx_of = [&](size_t k) { return ins[k] == host_.input_layer() ? nullptr : act_grads_[ins[k]]; };
   auto acc = [&](size_t k) { return host_.accumulates(i, static_cast<int>(k)); };
   float* dx = dx_of(0);
-  float* p = params_ + host_.param_range(i).first;
-  float* g = grads_ + host_.param_range(i).first;
   if (type == "conv2d") {
-    const Geometry2d geo = geometry(spec, in, out, n, false);
-    const size_t weights = static_cast<size_t>(out.c) * in.c * geo.kh * geo.kw;
-    convs_.at({i, n})->backward(x, p, dy, g, host_.param_range(i).second > weights ? g + weights : nullptr, dx, acc(0),
-                                ctx_.allocator(), stream_);
+    const Geometry2d geo = geometry(v.spec, in, out, n, false);
+    convs_.at({i, n})->backward(x, p, dy, g, v.bias(g, geo.weights()), dx, acc(0), ctx_.allocator(), stream_);
   } else if (type == "maxpool2d" || type == "avgpool2d") {
     if (dx) pools_.at({i, n})->backward(x, y, dy, dx, acc(0), stream_);
   } else if (type == "global_avgpool") {
     if (dx) global_avgpool_backward(dy, dx, static_cast<size_t>(n) * in.c, in.h * in.w, acc(0), stream_);
   } else if (type == "relu") {
-    if (dx) relu_backward(x, dy, dx, out_n, acc(0), stream_);
+    if (dx) relu_backward(x, dy, dx, v.out_n, acc(0), stream_);
   } else if (type == "flatten") {
-    if (dx) write_grad(dx, dy, out_n, acc(0), stream_);
+    if (dx) write_grad(dx, dy, v.out_n, acc(0), stream_);
   } else if (type == "linear") {
     const int fin = static_cast<int>(in.per_sample()), fout = static_cast<int>(out.per_sample());
-    const bool bias = host_.param_range(i).second > static_cast<size_t>(fin) * fout;
-    linear_backward(ctx_.cublas(), x, p, dy, g, bias ? g + static_cast<size_t>(fin) * fout : nullptr, dx, acc(0), n,
-                    fin, fout, stream_);
+    linear_backward(ctx_.cublas(), x, p, dy, g, v.bias(g, static_cast<size_t>(fin) * fout), dx, acc(0), n, fin, fout,
+                    stream_);
   } else if (type == "dropout") {
-    const float prob = attr_float(spec, "p", 0.5f);
+    const float prob = attr_float(v.spec, "p", 0.5f);
     if (!dx) return;
-    if (!ctx.training || prob == 0.0f) {
-      write_grad(dx, dy, out_n, acc(0), stream_);
-    } else {
-      const uint64_t base = cpu::mix64(ctx.seed ^ cpu::hash_name(l.name())) ^
-                            cpu::mix64(static_cast<uint64_t>(ctx.step) * 0x632BE59BD9B4E019ull);
-      dropout_apply(dy, dx, n, out.per_sample(), prob, base, ctx.sample_offset, acc(0), stream_);
-    }
+    if (!ctx.training || prob == 0.0f)
+      write_grad(dx, dy, v.out_n, acc(0), stream_);
+    else
+      dropout_apply(dy, dx, n, out.per_sample(), prob, v.dropout_key(ctx), ctx.sample_offset, acc(0), stream_);
   } else if (type == "batchnorm2d") {
     const int c = in.c, hw = in.h * in.w;
     bn_backward_sums(x, dy, layer_mean_[i], layer_invstd_[i], n, c, hw, bn_sums_, g, g + c, stream_);
@@ -256,7 +260,7 @@ void GpuModel::backward_layer(int i, const burstpool::Context& ctx) {
                            stream_);
   } else if (type == "add") {
     for (size_t k = 0; k < ins.size(); ++k)
-      if (float* d = dx_of(k)) write_grad(d, dy, out_n, acc(k), stream_);
+      if (float* d = dx_of(k)) write_grad(d, dy, v.out_n, acc(k), stream_);
   } else if (type == "concat") {
     size_t offset = 0;
     for (size_t k = 0; k < ins.size(); ++k) {

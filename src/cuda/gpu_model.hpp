@@ -46,11 +46,26 @@ class GpuModel final : public DeviceModel {
   void gradients(float* host) const;  // parameter gradients, laid out like Model::grads()
 
  private:
-  struct Buffers;
+  // What forward and backward of one layer both need, for the current batch.
+  struct LayerView {
+    const Layer& layer;
+    const LayerSpec& spec;
+    const std::vector<int>& ins;
+    int n;
+    Shape in, out;  // per sample: first input, output
+    size_t out_n;   // output floats for the batch
+    float *x, *y;   // first input and output activations
+    float* p;       // the layer's parameters
+    size_t param_count;
+    // Where the bias starts in `base` (parameters or gradients) after
+    // `weights` floats, or nullptr when the layer has none.
+    float* bias(float* base, size_t weights) const;
+    uint64_t dropout_key(const burstpool::Context& ctx) const;
+  };
+  LayerView view(int i) const;
   float* device(size_t floats);
   void forward_layer(int i, const burstpool::Context& ctx);
   void backward_layer(int i, const burstpool::Context& ctx);
-  float* act(int i) const { return acts_[i]; }
 
   Model& host_;
   Context& ctx_;
