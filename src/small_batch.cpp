@@ -289,22 +289,7 @@ TrainResult train_small_batch(const JobConfig& job) {
       guard.unlock();
       p.step = iteration;
       p.epoch = static_cast<double>(batches) / per_epoch;
-      r.evals.push_back(p);
-      r.test_accuracy = p.accuracy;
-      r.eval_seconds += since(e0);
-      if (chatty)
-        fmt::print("eval @ iteration {} (epoch {:.2f}): test accuracy {:.4f}, test loss {:.4f}\n", p.step, p.epoch,
-                   p.accuracy, p.loss);
-      std::fflush(stdout);
-      if (job.target_accuracy > 0 && std::isnan(r.time_to_target_seconds) && p.accuracy >= job.target_accuracy) {
-        r.time_to_target_seconds = r.train_seconds;
-        r.wall_to_target_seconds = since(wall_start);
-        r.epochs_to_target = p.epoch;
-        if (chatty)
-          fmt::print("target accuracy {} reached after {:.1f} training seconds, {:.2f} epochs\n", job.target_accuracy,
-                     r.train_seconds, p.epoch);
-        if (job.stop_at_target) break;
-      }
+      if (record_evaluation(r, job, p, "iteration", since(e0), since(wall_start), chatty)) break;
     }
   }
   if (check_average && chatty)

@@ -219,25 +219,11 @@ TrainResult train(const JobConfig& job) {
       exec.times() = before;  // the time split covers training only
       p.step = step + 1;
       p.epoch = static_cast<double>(step + 1) / per_epoch;
-      r.evals.push_back(p);
-      r.test_accuracy = p.accuracy;
-      r.eval_seconds += seconds_since(e0);
-      if (chatty)
-        fmt::print("eval @ step {} (epoch {:.2f}): test accuracy {:.4f}, test loss {:.4f}\n", p.step, p.epoch,
-                   p.accuracy, p.loss);
-      std::fflush(stdout);
+      const bool stop = record_evaluation(r, job, p, "step", seconds_since(e0), seconds_since(wall_start), chatty);
       window_start = Clock::now();  // evaluation is not training time
-      if (job.target_accuracy > 0 && std::isnan(r.time_to_target_seconds) && p.accuracy >= job.target_accuracy) {
-        r.time_to_target_seconds = r.train_seconds;
-        r.wall_to_target_seconds = seconds_since(wall_start);
-        r.epochs_to_target = p.epoch;
-        if (chatty)
-          fmt::print("target accuracy {} reached after {:.1f} training seconds, {:.2f} epochs\n", job.target_accuracy,
-                     r.train_seconds, p.epoch);
-        if (job.stop_at_target) {
-          total_run = step + 1;
-          break;
-        }
+      if (stop) {
+        total_run = step + 1;
+        break;
       }
     }
   }
@@ -265,6 +251,27 @@ TrainResult train(const JobConfig& job) {
   if (!job.checkpoint_path.empty()) write_final_checkpoint(job, exec, sgd, total_run);
   r.wall_seconds = seconds_since(wall_start);
   return r;
+}
+
+bool record_evaluation(TrainResult& r, const JobConfig& job, const EvalPoint& p, const char* unit,
+                       double eval_seconds, double wall_seconds, bool chatty) {
+  r.evals.push_back(p);
+  r.test_accuracy = p.accuracy;
+  r.eval_seconds += eval_seconds;
+  if (chatty)
+    fmt::print("eval @ {} {} (epoch {:.2f}): test accuracy {:.4f}, test loss {:.4f}\n", unit, p.step, p.epoch,
+               p.accuracy, p.loss);
+  std::fflush(stdout);
+  if (!(job.target_accuracy > 0 && std::isnan(r.time_to_target_seconds) && p.accuracy >= job.target_accuracy))
+    return false;
+  r.time_to_target_seconds = r.train_seconds;
+  r.wall_to_target_seconds = wall_seconds;
+  r.epochs_to_target = p.epoch;
+  if (chatty)
+    fmt::print("target accuracy {} reached after {:.1f} training seconds, {:.2f} epochs\n", job.target_accuracy,
+               r.train_seconds, p.epoch);
+  std::fflush(stdout);
+  return job.stop_at_target;
 }
 
 nlohmann::json metrics_json(const TrainResult& r) {

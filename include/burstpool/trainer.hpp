@@ -63,6 +63,13 @@ struct TrainResult {
 TrainResult train(const JobConfig& job);
 // sma, shadow and local-sgd (src/small_batch.cpp); train() hands such jobs on.
 TrainResult train_small_batch(const JobConfig& job);
+
+// Both trainers after an evaluation: records it in r (evaluation seconds
+// included), prints it on rank 0 ("eval @ <unit> <p.step>"), and notes the
+// first time [train] target_accuracy is reached. Returns true when training
+// should stop there (stop_at_target).
+bool record_evaluation(TrainResult& r, const JobConfig& job, const EvalPoint& p, const char* unit,
+                       double eval_seconds, double wall_seconds, bool chatty);
 nlohmann::json metrics_json(const TrainResult& r);
 
 }  // namespace burstpool
