@@ -3,11 +3,7 @@
 # and the line, key or dataset, with exit status 1 (not a crash signal).
 # Usage: bad_input.sh BURSTPOOL_BINARY SOURCE_DIR
 set -u
-bin=$1
-src=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
+source "$(dirname "$0")/lib/harness.sh" "$@"
 
 # expect_error NAME PATTERN ARGS...: runs burstpool ARGS, checks the contract.
 expect_error() {
@@ -210,5 +206,4 @@ if command -v mpirun >/dev/null; then
   fi
 fi
 
-echo "bad_input: $failures failure(s)"
-[[ $failures -eq 0 ]]
+finish bad_input

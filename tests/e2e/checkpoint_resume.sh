@@ -6,13 +6,7 @@
 # refused with a message; the previous one is used). Also on 2 ranks.
 # Usage: checkpoint_resume.sh BURSTPOOL_BINARY SOURCE_DIR
 set -u
-bin=$1
-src=$2
-export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/lib/harness.sh" "$@"
 
 cat >"$work/job.ini" <<JOB
 [job]
@@ -150,5 +144,4 @@ else
   fi
 fi
 
-echo "checkpoint_resume: $failures failure(s)"
-[[ $failures -eq 0 ]]
+finish checkpoint_resume

@@ -5,13 +5,7 @@
 # one line naming the job file and the reason. On more than one rank: refused.
 # Usage: cuda_device.sh BURSTPOOL_BINARY SOURCE_DIR
 set -u
-bin=$(realpath "$1")
-src=$(realpath "$2")
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/lib/harness.sh" "$@"
 
 cat >"$work/job.ini" <<JOB
 [job]
@@ -45,5 +39,4 @@ timeout 60 mpirun -np 2 "$bin" train "$work/job.ini" --set job.device=cuda >/dev
   fail "two ranks with device = cuda accepted"
 grep -q "device = cuda runs one rank" "$work/two.err" || fail "two ranks: $(head -2 "$work/two.err")"
 
-[[ $failures == 0 ]] && echo "cuda_device: all passed"
-exit $((failures > 0))
+finish cuda_device

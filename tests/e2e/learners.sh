@@ -5,14 +5,8 @@
 # time-to-target metrics are reported, and bad settings are refused.
 # Usage: learners.sh BURSTPOOL_BINARY SOURCE_DIR
 set -u
-bin=$(realpath "$1")
-src=$(realpath "$2")
+source "$(dirname "$0")/lib/harness.sh" "$@"
 command -v mpirun >/dev/null || { echo "mpirun missing"; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 cat >"$work/job.ini" <<JOB
 [job]
@@ -103,5 +97,4 @@ expect "sma with nesterov" "\[optimizer\] nesterov: sma uses plain momentum" --s
 expect "resume" "--resume works with \[sync\] strategy = ssgd only" --checkpoint "$work/x.h5" --resume
 expect "unknown strategy" "\[sync\] strategy: 'easgd' is not one of" --set sync.strategy=easgd
 
-[[ $failures == 0 ]] && echo "learners: all passed"
-exit $((failures > 0))
+finish learners

@@ -4,11 +4,7 @@
 # within float tolerance, and report every rank's time split.
 # Usage: mpi_train.sh BURSTPOOL_BINARY SOURCE_DIR
 set -euo pipefail
-bin=$1
-src=$2
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/lib/harness.sh" "$@"
 
 cat >"$work/job.ini" <<JOB
 [job]

@@ -6,15 +6,9 @@
 # one rank must leave the foreground finishing normally.
 # Usage: multiplex.sh BURSTPOOL_BINARY SOURCE_DIR
 set -u
-bin=$(realpath "$1")
-src=$(realpath "$2")
+source "$(dirname "$0")/lib/harness.sh" "$@"
 command -v mpirun >/dev/null || { echo "mpirun missing"; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 unset OMPI_MCA_mpi_yield_when_idle
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 cat >"$work/fg.ini" <<JOB
 [job]
@@ -125,5 +119,4 @@ printf '[parallel]\nplan = x.json\n' >>"$work/bg.ini"
 timeout 60 mpirun -np 2 "$bin" train "$work/fg.ini" >/dev/null 2>"$work/bad.err" && fail "background with a plan accepted"
 grep -q "bg.ini: \[parallel\] plan: a background job trains data parallel" "$work/bad.err" || fail "bad: $(cat "$work/bad.err")"
 
-[[ $failures == 0 ]] && echo "multiplex: all passed"
-exit $((failures > 0))
+finish multiplex

@@ -3,13 +3,8 @@
 # exit and a message; nothing hangs.
 # Usage: rank_failure.sh BURSTPOOL_BINARY SOURCE_DIR
 set -u
-bin=$1
-src=$2
+source "$(dirname "$0")/lib/harness.sh" "$@"
 command -v mpirun >/dev/null || { echo "mpirun missing"; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
 
 cat >"$work/job.ini" <<JOB
 [job]
@@ -73,5 +68,4 @@ else
   fi
 fi
 
-echo "rank_failure: $failures failure(s)"
-[[ $failures -eq 0 ]]
+finish rank_failure

@@ -4,10 +4,7 @@
 # and convert models between INI and HDF5 on the command line.
 # Usage: train_convert.sh BURSTPOOL_BINARY SOURCE_DIR
 set -euo pipefail
-bin=$1
-src=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/lib/harness.sh" "$@"
 
 cat >"$work/job.ini" <<JOB
 [job]
