@@ -128,13 +128,7 @@ TrainResult train_small_batch(const JobConfig& job) {
   const WorldInfo& w = world();
   const SyncConfig& sc = job.sync;
   if (job.resume) throw Error(fmt::format("{}: --resume works with [sync] strategy = ssgd only", job.file));
-  TrainResult r;
-  r.job = job.name;
-  r.ranks = w.size;
-  r.threads = configure_threads(job.threads);
-  r.batch_size = job.batch_size;
-  r.strategy = sc.strategy;
-  r.target_accuracy = job.target_accuracy;
+  TrainResult r = start_result(job);
   const bool sma = sc.strategy == "sma", shadow = sc.strategy == "shadow", local = sc.strategy == "local-sgd";
   const int b = job.batch_size;
 

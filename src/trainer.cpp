@@ -140,12 +140,7 @@ TrainResult train(const JobConfig& job) {
   if (job.sync.strategy != "ssgd") return train_small_batch(job);
   const auto wall_start = Clock::now();
   const WorldInfo& w = world();
-  TrainResult r;
-  r.job = job.name;
-  r.ranks = w.size;
-  r.threads = configure_threads(job.threads);
-  r.batch_size = job.batch_size;
-  r.target_accuracy = job.target_accuracy;
+  TrainResult r = start_result(job);
 
   const ModelSpec spec = load_model_spec(job.model_path);
   r.model = spec.name;
@@ -250,6 +245,17 @@ TrainResult train(const JobConfig& job) {
   }
   if (!job.checkpoint_path.empty()) write_final_checkpoint(job, exec, sgd, total_run);
   r.wall_seconds = seconds_since(wall_start);
+  return r;
+}
+
+TrainResult start_result(const JobConfig& job) {
+  TrainResult r;
+  r.job = job.name;
+  r.ranks = world().size;
+  r.threads = configure_threads(job.threads);
+  r.batch_size = job.batch_size;
+  r.strategy = job.sync.strategy;
+  r.target_accuracy = job.target_accuracy;
   return r;
 }
 

@@ -64,6 +64,10 @@ TrainResult train(const JobConfig& job);
 // sma, shadow and local-sgd (src/small_batch.cpp); train() hands such jobs on.
 TrainResult train_small_batch(const JobConfig& job);
 
+// Both trainers at the start: the result's fields fixed by the job and the
+// world (threads as configure_threads sets them up).
+TrainResult start_result(const JobConfig& job);
+
 // Both trainers after an evaluation: records it in r (evaluation seconds
 // included), prints it on rank 0 ("eval @ <unit> <p.step>"), and notes the
 // first time [train] target_accuracy is reached. Returns true when training
