@@ -10,20 +10,23 @@
 namespace burstpool::cuda {
 namespace {
 
-
-Geometry2d geometry(const LayerSpec& spec, const Shape& in, const Shape& out, int n, bool pool) {
+// The attributes a layer's kernels need, read once from its spec.
+GpuModel::LayerAttrs read_attrs(const Layer& layer, const LayerSpec& spec) {
+  GpuModel::LayerAttrs a;
   SpecReader r(spec);
-  Geometry2d g;
-  g.n = n, g.c = in.c, g.h = in.h, g.w = in.w, g.oc = out.c;
-  std::tie(g.kh, g.kw) = r.require_pair("kernel");
-  std::tie(g.sh, g.sw) = r.get_pair("stride", pool ? std::pair{g.kh, g.kw} : std::pair{1, 1});
-  std::tie(g.ph, g.pw) = r.get_pair("padding", {0, 0});
-  return g;
-}
-
-float attr_float(const LayerSpec& spec, const char* key, float fallback) {
-  SpecReader r(spec);
-  return r.get_float(key, fallback);
+  const std::string& type = layer.type();
+  if (type == "conv2d" || type == "maxpool2d" || type == "avgpool2d") {
+    std::tie(a.kh, a.kw) = r.require_pair("kernel");
+    std::tie(a.sh, a.sw) = r.get_pair("stride", type == "conv2d" ? std::pair{1, 1} : std::pair{a.kh, a.kw});
+    std::tie(a.ph, a.pw) = r.get_pair("padding", {0, 0});
+  } else if (type == "dropout") {
+    a.p = r.get_float("p", 0.5f);
+    a.salt = cpu::hash_name(layer.name());
+  } else if (type == "batchnorm2d") {
+    a.eps = r.get_float("eps", 1e-5f);
+    a.momentum = r.get_float("momentum", 0.1f);
+  }
+  return a;
 }
 
 }  // namespace
@@ -35,6 +38,7 @@ GpuModel::GpuModel(Model& host, std::unique_ptr<Context> owned) : GpuModel(host,
 
 GpuModel::GpuModel(Model& host, Context& ctx) : host_(host), ctx_(ctx), stream_(ctx.stream(StreamRole::foreground)) {
   const Model& m = host_;
+  for (int i = 0; i < m.size(); ++i) attrs_.push_back(read_attrs(m.layer(i), m.layer_spec(i)));
   params_ = device(m.param_count());
   grads_ = device(m.param_count());
   velocity_ = device(m.param_count());
@@ -135,7 +139,7 @@ GpuModel::LayerView GpuModel::view(int i) const {
   const auto& ins = host_.inputs(i);
   const Shape in = host_.layer(ins[0]).output_shape(), out = l.output_shape();
   return {l,
-          host_.layer_spec(i),
+          attrs_[i],
           ins,
           batch_,
           in,
@@ -151,7 +155,14 @@ GpuModel::LayerView GpuModel::view(int i) const {
 float* GpuModel::LayerView::bias(float* base, size_t weights) const { return param_count > weights ? base + weights : nullptr; }
 
 uint64_t GpuModel::LayerView::dropout_key(const burstpool::Context& ctx) const {
-  return cpu::dropout_step_key(ctx.seed, cpu::hash_name(layer.name()), ctx.step);
+  return cpu::dropout_step_key(ctx.seed, attrs.salt, ctx.step);
+}
+
+Geometry2d GpuModel::LayerView::geometry() const {
+  Geometry2d g;
+  g.n = n, g.c = in.c, g.h = in.h, g.w = in.w, g.oc = out.c;
+  g.kh = attrs.kh, g.kw = attrs.kw, g.sh = attrs.sh, g.sw = attrs.sw, g.ph = attrs.ph, g.pw = attrs.pw;
+  return g;
 }
 
 void GpuModel::forward_layer(int i, const burstpool::Context& ctx) {
@@ -162,13 +173,13 @@ void GpuModel::forward_layer(int i, const burstpool::Context& ctx) {
   float *x = v.x, *y = v.y, *p = v.p;
   float* s = state_ + host_.state_range(i).first;
   if (type == "conv2d") {
-    const Geometry2d geo = geometry(v.spec, in, out, n, false);
+    const Geometry2d geo = v.geometry();
     auto& conv = convs_[{i, n}];
     if (!conv) conv = std::make_unique<CudnnConv>(ctx_.cudnn(), geo);
     conv->forward(x, p, v.bias(p, geo.weights()), y, ctx_.allocator(), stream_);
   } else if (type == "maxpool2d" || type == "avgpool2d") {
     auto& pool = pools_[{i, n}];
-    if (!pool) pool = std::make_unique<CudnnPool>(ctx_.cudnn(), geometry(v.spec, in, out, n, true), type == "maxpool2d");
+    if (!pool) pool = std::make_unique<CudnnPool>(ctx_.cudnn(), v.geometry(), type == "maxpool2d");
     pool->forward(x, y, stream_);
   } else if (type == "global_avgpool") {
     global_avgpool_forward(x, y, static_cast<size_t>(n) * in.c, in.h * in.w, stream_);
@@ -180,14 +191,14 @@ void GpuModel::forward_layer(int i, const burstpool::Context& ctx) {
     const int fin = static_cast<int>(in.per_sample()), fout = static_cast<int>(out.per_sample());
     linear_forward(ctx_.cublas(), x, p, v.bias(p, static_cast<size_t>(fin) * fout), y, n, fin, fout, stream_);
   } else if (type == "dropout") {
-    const float prob = attr_float(v.spec, "p", 0.5f);
+    const float prob = v.attrs.p;
     if (!ctx.training || prob == 0.0f)
       write_grad(y, x, v.out_n, false, stream_);
     else
       dropout_apply(x, y, n, out.per_sample(), prob, v.dropout_key(ctx), ctx.sample_offset, false, stream_);
   } else if (type == "batchnorm2d") {
     const int c = in.c, hw = in.h * in.w;
-    const float eps = attr_float(v.spec, "eps", 1e-5f), momentum = attr_float(v.spec, "momentum", 0.1f);
+    const float eps = v.attrs.eps, momentum = v.attrs.momentum;
     if (ctx.training) {
       bn_forward_sums(x, n, c, hw, bn_sums_, stream_);
       bn_forward_finish(bn_sums_, c, eps, momentum, s, s + c, layer_mean_[i], layer_invstd_[i], stream_);
@@ -232,7 +243,7 @@ void GpuModel::backward_layer(int i, const burstpool::Context& ctx) {
   auto acc = [&](size_t k) { return host_.accumulates(i, static_cast<int>(k)); };
   float* dx = dx_of(0);
   if (type == "conv2d") {
-    const Geometry2d geo = geometry(v.spec, in, out, n, false);
+    const Geometry2d geo = v.geometry();
     convs_.at({i, n})->backward(x, p, dy, g, v.bias(g, geo.weights()), dx, acc(0), ctx_.allocator(), stream_);
   } else if (type == "maxpool2d" || type == "avgpool2d") {
     if (dx) pools_.at({i, n})->backward(x, y, dy, dx, acc(0), stream_);
@@ -247,7 +258,7 @@ void GpuModel::backward_layer(int i, const burstpool::Context& ctx) {
     linear_backward(ctx_.cublas(), x, p, dy, g, v.bias(g, static_cast<size_t>(fin) * fout), dx, acc(0), n, fin, fout,
                     stream_);
   } else if (type == "dropout") {
-    const float prob = attr_float(v.spec, "p", 0.5f);
+    const float prob = v.attrs.p;
     if (!dx) return;
     if (!ctx.training || prob == 0.0f)
       write_grad(dx, dy, v.out_n, acc(0), stream_);

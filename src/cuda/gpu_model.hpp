@@ -15,18 +15,25 @@
 #include "burstpool/layer.hpp"
 #include "burstpool/model.hpp"
 #include "burstpool/optimizer.hpp"
+#include "../../layers/cuda/kernels.hpp"
 #include "context.hpp"
 
 namespace burstpool::cuda {
 
-class CudnnConv;
-class CudnnPool;
 
 class GpuModel final : public DeviceModel {
  public:
   // `host` fixes shapes, capacity (max_batch) and initial values.
   GpuModel(Model& host, Context& ctx);
   GpuModel(Model& host, std::unique_ptr<Context> ctx);  // owns the context (make_cuda_model)
+
+  // A layer's attributes its kernels need, read from its spec once.
+  struct LayerAttrs {
+    int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;  // convolution, pooling
+    float p = 0.5f;                                      // dropout
+    uint64_t salt = 0;                                   // dropout: hash_name(layer)
+    float eps = 1e-5f, momentum = 0.1f;                  // batch norm
+  };
   ~GpuModel() override;
 
   void upload();    // parameters and state: host -> device
@@ -49,7 +56,7 @@ class GpuModel final : public DeviceModel {
   // What forward and backward of one layer both need, for the current batch.
   struct LayerView {
     const Layer& layer;
-    const LayerSpec& spec;
+    const LayerAttrs& attrs;
     const std::vector<int>& ins;
     int n;
     Shape in, out;  // per sample: first input, output
@@ -61,6 +68,7 @@ class GpuModel final : public DeviceModel {
     // `weights` floats, or nullptr when the layer has none.
     float* bias(float* base, size_t weights) const;
     uint64_t dropout_key(const burstpool::Context& ctx) const;
+    Geometry2d geometry() const;  // convolution and pooling, for this batch
   };
   LayerView view(int i) const;
   float* device(size_t floats);
@@ -78,6 +86,7 @@ class GpuModel final : public DeviceModel {
   float* loss_ = nullptr;
   float* prob_ = nullptr;
   int32_t* labels_ = nullptr;
+  std::vector<LayerAttrs> attrs_;                  // per layer
   std::vector<float*> layer_mean_, layer_invstd_;  // batch norm, per layer
   double* bn_sums_ = nullptr;
   std::map<std::pair<int, int>, std::unique_ptr<CudnnConv>> convs_;  // (layer, batch)
