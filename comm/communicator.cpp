@@ -20,26 +20,32 @@ Communicator::~Communicator() {
 
 // Non-blocking reduction and a wait under the process's wait policy, so a
 // rank waiting here leaves its core to a background job (comm/wait.hpp).
-// The reduction works on a heap copy: a wait cancelled by a stopping
-// background job leaves the request pending, and MPI may still write into the
-// buffer later, so the copy is then left allocated instead of the caller's
-// (often short-lived) memory being written.
+// In place, except where the calling thread's waits can be cancelled (a
+// background job's): a cancelled wait leaves the request pending and MPI may
+// still write into the buffer later, so such a thread reduces a heap copy that
+// is then left allocated instead of the caller's (often short-lived) memory.
 void Communicator::sum(void* values, size_t count, MPI_Datatype type) const {
   if (size() <= 1) return;
-  int type_size = 0;
-  MPI_Type_size(type, &type_size);
-  const size_t bytes = count * static_cast<size_t>(type_size);
-  auto buffer = std::make_unique<char[]>(bytes);
-  std::memcpy(buffer.get(), values, bytes);
+  std::unique_ptr<char[]> copy;
+  void* buffer = values;
+  size_t bytes = 0;
+  if (waits_cancellable()) {
+    int type_size = 0;
+    MPI_Type_size(type, &type_size);
+    bytes = count * static_cast<size_t>(type_size);
+    copy = std::make_unique<char[]>(bytes);
+    std::memcpy(copy.get(), values, bytes);
+    buffer = copy.get();
+  }
   MPI_Request request;
-  BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.get(), static_cast<int>(count), type, MPI_SUM, comm_, &request));
+  BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer, static_cast<int>(count), type, MPI_SUM, comm_, &request));
   try {
     wait_all(1, &request);
   } catch (const WaitCancelled&) {
-    (void)buffer.release();
+    (void)copy.release();
     throw;
   }
-  std::memcpy(values, buffer.get(), bytes);
+  if (copy) std::memcpy(values, copy.get(), bytes);
 }
 
 void Communicator::sum(double* values, size_t count) const { sum(values, count, MPI_DOUBLE); }

@@ -37,6 +37,7 @@ WaitPolicy wait_policy() {
 }
 
 void set_wait_cancel_flag(const std::atomic<bool>* flag) { t_cancel = flag; }
+bool waits_cancellable() { return t_cancel != nullptr; }
 
 void wait_all(int count, MPI_Request* requests, WaitSite* site) {
   if (count == 0) return;

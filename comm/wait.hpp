@@ -56,6 +56,8 @@ WaitPolicy wait_policy();
 
 // For the calling thread only; nullptr clears it.
 void set_wait_cancel_flag(const std::atomic<bool>* flag);
+// Whether the calling thread's waits can be cancelled (it has a flag).
+bool waits_cancellable();
 
 struct WaitCancelled : std::runtime_error {
   WaitCancelled() : std::runtime_error("wait cancelled: the job is being stopped") {}
