@@ -49,12 +49,17 @@ void Multiplexer::step_finished(double seconds) {
   }
   alone_.push_back(seconds);
   if (static_cast<int>(alone_.size()) < fg_.background.calibrate_steps) return;
-  // The first step pays for first-touch allocation and is not counted.
-  const double mean = (std::accumulate(alone_.begin() + 1, alone_.end(), 0.0)) / (alone_.size() - 1);
-  gate_.set_baseline(mean);
+  gate_.set_baseline(alone_mean());
   set_wait_policy(polite_waits(true));
   bg_->start();
   started_ = true;
+}
+
+// The first step pays for first-touch allocation and is not counted; 0 until
+// there is a step after it.
+double Multiplexer::alone_mean() const {
+  if (alone_.size() < 2) return 0;
+  return std::accumulate(alone_.begin() + 1, alone_.end(), 0.0) / static_cast<double>(alone_.size() - 1);
 }
 
 WaitPolicy Multiplexer::polite_waits(bool on) const {
@@ -78,8 +83,7 @@ MultiplexResult Multiplexer::finish() {
   BP_MPI_CHECK(MPI_Allreduce(&failed, &r.failed_ranks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
   // Rates from the mean step time, slowest rank (steps are synchronous, so
   // the ranks differ little).
-  double means[2] = {alone_.size() > 1 ? std::accumulate(alone_.begin() + 1, alone_.end(), 0.0) / (alone_.size() - 1) : 0,
-                     shared_steps_ > 0 ? shared_seconds_ / shared_steps_ : 0};
+  double means[2] = {alone_mean(), shared_steps_ > 0 ? shared_seconds_ / shared_steps_ : 0};
   BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, means, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
   const double batch = fg_.batch_size;
   r.foreground_alone_samples_per_second = means[0] > 0 ? batch / means[0] : 0;

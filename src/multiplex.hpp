@@ -31,6 +31,7 @@ class Multiplexer {
 
  private:
   WaitPolicy polite_waits(bool on) const;
+  double alone_mean() const;  // the foreground's seconds per step alone
 
   JobConfig fg_;
   Executor& exec_;
