@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "burstpool/error.hpp"
+#include "burstpool/runtime.hpp"
 #include "wait.hpp"
 
 namespace burstpool {
@@ -47,7 +48,7 @@ double GradientSync::finish() {
   const auto t0 = std::chrono::steady_clock::now();
   wait_all(static_cast<int>(requests_.size()), requests_.data(), &site_);
   requests_.clear();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return seconds_since(t0);
 }
 
 }  // namespace burstpool

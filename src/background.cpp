@@ -19,7 +19,6 @@ namespace burstpool {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 }  // namespace
 
@@ -67,7 +66,7 @@ BackgroundJob::BackgroundJob(const JobConfig& job, MPI_Comm world, ForegroundGat
     const auto t0 = Clock::now();
     while (!gate_.open() && !stop_.load() && !cancel_.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
     if (cancel_.load()) throw WaitCancelled();
-    report_.gate_wait_seconds += since(t0);
+    report_.gate_wait_seconds += seconds_since(t0);
   });
   report_.job = job.name;
   report_.model = spec.name;
@@ -134,7 +133,7 @@ void BackgroundJob::calibrate_steps(int steps) {
   while (step_.load() - first < steps - 1 && run_step(false)) {
   }
   const int64_t done = step_.load() - first;
-  if (done > 0) alone_step_seconds_ = since(t0) / static_cast<double>(done);
+  if (done > 0) alone_step_seconds_ = seconds_since(t0) / static_cast<double>(done);
   report_.alone_samples_per_second =
       alone_step_seconds_ > 0 ? session_->job().batch_size / alone_step_seconds_ : 0;
 }
@@ -172,7 +171,7 @@ void BackgroundJob::run_thread() {
 }
 
 double BackgroundJob::shared_rate() const {
-  const double t = since(shared_start_);
+  const double t = seconds_since(shared_start_);
   return t > 0 ? static_cast<double>(step_.load() - shared_first_step_) * session_->job().batch_size / t : 0;
 }
 

@@ -8,12 +8,12 @@
 #include "../comm/grad_sync.hpp"
 #include "../comm/wait.hpp"
 #include "burstpool/error.hpp"
+#include "burstpool/runtime.hpp"
 
 namespace burstpool {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Point-to-point tags: one per (layer, input slot, direction).
 constexpr int kMaxSlots = 64;
@@ -77,7 +77,7 @@ Context Executor::layer_context(int layer, const Context& base, double* allreduc
       if (flag) flag->store(true);
       group.sum(v, count);
       if (flag) flag->store(false);
-      *allreduce_seconds += since(t0);
+      *allreduce_seconds += seconds_since(t0);
     };
   return ctx;
 }
@@ -97,7 +97,7 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
     const auto t0 = Clock::now();
     const double loss = device_->forward(batch, images, labels, base);
     if (!base.training) device_->logits(m.activation(m.logits_layer()).data());  // evaluation reads them
-    times_.compute += since(t0);
+    times_.compute += seconds_since(t0);
     return loss;
   }
   if (holds(m.input_layer()) && m.layer_batch(m.input_layer()) > 0) m.load_batch(images);
@@ -125,7 +125,7 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
     const Context ctx = layer_context(i, base, &reduce_seconds);
     const auto t0 = Clock::now();
     m.layer(i).forward(in, m.activation(i), ctx);
-    times_.compute += since(t0) - reduce_seconds;
+    times_.compute += seconds_since(t0) - reduce_seconds;
     times_.allreduce += reduce_seconds;
     layer_times_[i].allreduce += reduce_seconds;
     if (i == m.loss_layer()) loss = m.activation(i).data()[0];
@@ -138,7 +138,7 @@ void Executor::backward(const Context& base) {
   if (device_) {
     const auto t0 = Clock::now();
     device_->backward(base);
-    times_.compute += since(t0);
+    times_.compute += seconds_since(t0);
     return;
   }
 
@@ -173,7 +173,7 @@ void Executor::backward(const Context& base) {
       const Tensor& dout = i == m.loss_layer() ? m.loss_seed() : m.gradient(i);
       const auto t0 = Clock::now();
       m.layer(i).backward(in, m.activation(i), dout, slots, ctx);
-      times_.compute += since(t0) - reduce_seconds;
+      times_.compute += seconds_since(t0) - reduce_seconds;
       times_.allreduce += reduce_seconds;
       layer_times_[i].allreduce += reduce_seconds;
       const auto [offset, count] = m.param_range(i);
@@ -188,7 +188,7 @@ void Executor::backward(const Context& base) {
       if (!direct_[i][s] && m.inputs(i)[s] != m.input_layer()) exchange_backward(i, static_cast<int>(s), batch_);
     const auto t1 = Clock::now();
     sync_->progress();
-    times_.allreduce += since(t1);
+    times_.allreduce += seconds_since(t1);
   }
   const int before = sync_->buckets_started();
   if (reduce_flag_) reduce_flag_->store(true);
@@ -223,8 +223,8 @@ void Executor::exchange_forward(int layer, int slot, int batch) {
     }
   }
   wait_all(static_cast<int>(requests.size()), requests.data(), &wait_sites_[layer][2 * slot]);
-  times_.transfer += since(t0);
-  layer_times_[layer].transfer += since(t0);
+  times_.transfer += seconds_since(t0);
+  layer_times_[layer].transfer += seconds_since(t0);
 }
 
 // This layer's input gradient (its slicing) -> the producer's gradient (its
@@ -262,8 +262,8 @@ void Executor::exchange_backward(int layer, int slot, int batch) {
   wait_all(static_cast<int>(requests.size()), requests.data(), &wait_sites_[layer][2 * slot + 1]);
   for (auto& [dst, data] : received)
     for (size_t k = 0; k < data.size(); ++k) dst[k] = accumulate ? dst[k] + data[k] : data[k];
-  times_.transfer += since(t0);
-  layer_times_[layer].transfer += since(t0);
+  times_.transfer += seconds_since(t0);
+  layer_times_[layer].transfer += seconds_since(t0);
 }
 
 void Executor::share_from_owners(float* flat, size_t size, bool state_layout) {

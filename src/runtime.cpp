@@ -51,6 +51,16 @@ void finalize_mpi() {
 
 const WorldInfo& world() { return g_world; }
 
+double sum_over_world(double local) {
+  double total = 0;
+  BP_MPI_CHECK(MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  return total;
+}
+
+void sum_over_world(float* values, size_t count) {
+  BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+}
+
 std::string expand_output_path(const std::string& pattern, const std::string& job_name) {
   std::string out;
   for (size_t i = 0; i < pattern.size(); ++i) {

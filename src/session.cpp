@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "burstpool/error.hpp"
+#include "burstpool/runtime.hpp"
 #include "burstpool/model_io.hpp"
 
 namespace burstpool {
@@ -70,6 +72,15 @@ void gather_labels(const Dataset& data, const uint32_t* indices, Slice slice, st
   gather(data, indices + slice.offset, slice.count, nullptr, labels.data());
 }
 
+int count_correct(const float* logits, int n, int classes, const int32_t* labels) {
+  int correct = 0;
+  for (int i = 0; i < n; ++i) {
+    const float* row = logits + static_cast<size_t>(i) * classes;
+    correct += (std::max_element(row, row + classes) - row) == labels[i];
+  }
+  return correct;
+}
+
 TrainingSession::TrainingSession(const JobConfig& job, const ModelSpec& spec, const Plan& plan, MPI_Comm comm)
     : job_(job),
       exec_(make_executor(job, spec, plan, comm)),
@@ -100,7 +111,7 @@ void TrainingSession::apply(int64_t step) {
     device->sgd_step(schedule_.at(step), job_.sgd);
   else
     sgd_->step(schedule_.at(step), exec_->held_param_ranges());
-  exec_->times().compute += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  exec_->times().compute += seconds_since(t0);
 }
 
 }  // namespace burstpool

@@ -30,15 +30,6 @@ namespace burstpool {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-void sum_over_world(float* v, size_t n) {
-  BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
-}
-double sum_over_world(double v) {
-  BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-  return v;
-}
 
 // Whether z is bitwise equal on every rank (collective); throws if not.
 bool same_on_every_rank(const float* z, size_t n, int64_t iteration) {
@@ -72,11 +63,7 @@ EvalPoint evaluate(Learner& learner, const float* params, const Dataset& test, c
     gather_images(test, idx.data(), {0, count}, learner.images);
     gather_labels(test, idx.data(), {0, count}, learner.labels);
     loss += learner.exec->forward(count, learner.images.data(), learner.labels.data(), ctx);
-    const float* z = m.activation(m.logits_layer()).data();
-    for (int i = 0; i < count; ++i) {
-      const float* row = z + static_cast<size_t>(i) * k;
-      correct += (std::max_element(row, row + k) - row) == learner.labels[i];
-    }
+    correct += count_correct(m.activation(m.logits_layer()).data(), count, k, learner.labels.data());
   }
   std::copy(own.begin(), own.end(), m.params().data());
   EvalPoint p;
@@ -247,7 +234,7 @@ TrainResult train_small_batch(const JobConfig& job) {
     }
     batches += static_cast<int64_t>(w.size) * k;
     ++iteration;
-    const double seconds = since(t0);
+    const double seconds = seconds_since(t0);
     r.train_seconds += seconds;
     window_loss += loss;
     ++window_iterations;
@@ -283,7 +270,7 @@ TrainResult train_small_batch(const JobConfig& job) {
       guard.unlock();
       p.step = iteration;
       p.epoch = static_cast<double>(batches) / per_epoch;
-      if (record_evaluation(r, job, p, "iteration", since(e0), since(wall_start), chatty)) break;
+      if (record_evaluation(r, job, p, "iteration", seconds_since(e0), seconds_since(wall_start), chatty)) break;
     }
   }
   if (check_average && chatty)
@@ -300,7 +287,7 @@ TrainResult train_small_batch(const JobConfig& job) {
   r.achieved_gflops = 3.0 * r.forward_gflop_per_sample * r.samples_per_second;
   if (!job.checkpoint_path.empty() && w.rank == 0)  // the job's model; momentum is per learner and not kept
     write_checkpoint(job.checkpoint_path, first.model(), *first.sgd, {iteration, job.seed});
-  r.wall_seconds = since(wall_start);
+  r.wall_seconds = seconds_since(wall_start);
   return r;
 }
 

@@ -24,13 +24,6 @@ namespace burstpool {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-double sum_over_world(double local) {
-  double total = 0;
-  BP_MPI_CHECK(MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-  return total;
-}
 
 // Test-set accuracy and mean loss, in eval mode, in batches of up to the
 // global batch, through the same plan as training.
@@ -53,11 +46,7 @@ EvalPoint evaluate(Executor& exec, const Dataset& test, const JobConfig& job) {
     loss += exec.forward(n, images.data(), labels.data(), ctx);
     const Slice ls = exec.logits_slice(n);
     if (ls.count == 0) continue;
-    const float* z = m.activation(m.logits_layer()).data();
-    for (int i = 0; i < ls.count; ++i) {
-      const float* row = z + static_cast<size_t>(i) * k;
-      correct += (std::max_element(row, row + k) - row) == test.labels[start + ls.offset + i];
-    }
+    correct += count_correct(m.activation(m.logits_layer()).data(), ls.count, k, test.labels.data() + start + ls.offset);
   }
   EvalPoint p;
   p.accuracy = sum_over_world(correct) / static_cast<double>(test.size());

@@ -1,5 +1,7 @@
 #pragma once
 // Process-wide set-up: MPI, thread counts, and the one error exit.
+#include <chrono>
+#include <cstddef>
 #include <string>
 
 namespace burstpool {
@@ -22,6 +24,15 @@ std::string expand_output_path(const std::string& pattern, const std::string& jo
 WorldInfo init_mpi(int* argc, char*** argv);
 void finalize_mpi();
 const WorldInfo& world();
+
+// Wall seconds on the steady clock since t.
+inline double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Sums over every rank of MPI_COMM_WORLD (blocking; every rank calls them).
+double sum_over_world(double local);
+void sum_over_world(float* values, size_t count);  // in place
 
 // Chooses threads per rank and applies them to OpenMP (BLAS itself stays
 // single-threaded and is split across OpenMP threads by the kernels):

@@ -27,6 +27,10 @@ JobData load_job_data(const JobConfig& job, const Model& model);
 void gather_images(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<float>& images);
 void gather_labels(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<int32_t>& labels);
 
+// How many of n samples' logits (n x classes, row per sample) have their
+// largest value at the sample's label.
+int count_correct(const float* logits, int n, int classes, const int32_t* labels);
+
 class TrainingSession {
  public:
   // Collective over `comm`: builds the executor for `plan` (validated here
