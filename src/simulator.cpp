@@ -7,9 +7,6 @@
 #include "burstpool/error.hpp"
 
 namespace burstpool {
-namespace {
-
-}  // namespace
 
 Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
                     const LinkModel& allreduce, int cores) {
@@ -44,10 +41,14 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
     for (int r : set) t = std::max(t, clock[r]);
     for (int r : set) clock[r] = t + allreduce.latency_s;
   };
+  // How many of the set's ranks are placed on rank r's core (rank r on core r mod cores).
+  auto sharing = [&](const RankSet& set, int r) {
+    if (cores <= 0) return 1.0;
+    return static_cast<double>(std::count_if(set.begin(), set.end(), [&](int s) { return s % cores == r % cores; }));
+  };
   auto compute = [&](const RankSet& set, const LayerProfile& lp, bool forward) {
-    const double sharing = cores > 0 ? std::max(1.0, static_cast<double>(set.size()) / cores) : 1.0;
     for (int r : set) {
-      const double s = sharing * profile.seconds(forward ? lp.forward_ms : lp.backward_ms,
+      const double s = sharing(set, r) * profile.seconds(forward ? lp.forward_ms : lp.backward_ms,
                                                  Plan::slice_of(set, r, B).count);
       clock[r] += s;
       busy[r] += s;

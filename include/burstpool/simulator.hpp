@@ -25,9 +25,13 @@ struct Simulation {
 
 // cores: how many cores the ranks share (all ranks on one node, one thread
 // each); 0: a core (device) per rank, the cluster case. With fewer cores than
-// ranks, the ranks of a layer compute at the same time and share the cores
-// evenly (processor sharing): each takes max(1, |set| / cores) times its
-// profiled time. For validating on a machine with fewer cores than ranks.
+// ranks, rank r stays on core r mod cores (Open MPI's round-robin placement;
+// Linux leaves it there too, as a rank waiting at a meeting point polls and so
+// keeps its core busy), and the ranks of a layer that share a core compute at
+// the same time and split it evenly: each takes (ranks of the layer on its
+// core) times its profiled time. Waiting ranks are assumed to yield their
+// core (Open MPI does when oversubscribed). For validating on a machine with
+// fewer cores than ranks.
 Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
                     const LinkModel& allreduce, int cores = 0);
 

@@ -29,7 +29,7 @@ Command add_simulate(CLI::App& app) {
   sub->add_option("--background", args->background, "Background job file (INI), data parallel on the same ranks");
   sub->add_option("--background-profile", args->background_profile, "Layer profile of the background job's model");
   sub->add_option("--cores", args->cores,
-                  "Cores the ranks share when they run on one machine with fewer cores than ranks (0: one per rank)")
+                  "Cores the ranks share on one machine with fewer cores than ranks; rank r on core r mod C (0: one per rank)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--out", args->out, "Write the prediction (JSON)");
   return {sub, [args] {

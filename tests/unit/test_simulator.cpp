@@ -51,8 +51,8 @@ TEST(Simulator, DataParallelHalvesComputeAndAddsTheAllreduce) {
   EXPECT_NEAR(s.busy_s[1], compute, 1e-12);
 }
 
-// Four ranks on two cores: every layer runs on all four at once, so each
-// takes twice its profiled time (processor sharing); on one core per rank, as
+// Four ranks on two cores: every layer runs on all four at once, two on each
+// core, so each takes twice its profiled time; on one core per rank, as
 // before.
 TEST(Simulator, RanksSharingCoresComputeSlower) {
   ModelSpec spec = parse_model_ini(kModel, "m.ini");
@@ -66,6 +66,33 @@ TEST(Simulator, RanksSharingCoresComputeSlower) {
     EXPECT_NEAR(plenty.busy_s[r], own.busy_s[r], 1e-12);
   }
   EXPECT_GT(shared.iteration_s, 1.9 * own.busy_s[0]);
+}
+
+// Three ranks on two cores: ranks 0 and 2 share core 0 and take twice their
+// time, rank 1 has core 1 to itself; the step waits for the shared core (a
+// processor-sharing model, 3/2 for all, would predict 25% less). A layer on
+// rank 0 alone has core 0 to itself.
+TEST(Simulator, RanksOnTheSameCoreShareIt) {
+  ModelSpec spec = parse_model_ini(kModel, "m.ini");
+  const LinkModel net{1e-5, 1e9};
+  Plan plan = data_parallel_plan(spec, 3, 9);
+  const Simulation own = simulate(spec, profile_of(spec), plan, net, net);
+  const Simulation shared = simulate(spec, profile_of(spec), plan, net, net, 2);
+  EXPECT_NEAR(shared.busy_s[0], 2 * own.busy_s[0], 1e-12);
+  EXPECT_NEAR(shared.busy_s[1], own.busy_s[1], 1e-12);
+  EXPECT_NEAR(shared.busy_s[2], 2 * own.busy_s[2], 1e-12);
+  EXPECT_GE(shared.iteration_s, 2 * own.busy_s[0]);
+  EXPECT_GT(shared.idle_s[1], own.busy_s[1] - 1e-12);  // rank 1 waits for core 0 about as long as it computes
+
+  plan.layer_ranks[1] = {0};  // fc and loss on rank 0 alone: full speed there
+  plan.layer_ranks[2] = {0};
+  const Simulation head = simulate(spec, profile_of(spec), plan, net, net, 2);
+  const Simulation head_own = simulate(spec, profile_of(spec), plan, net, net);
+  // Rank 1 only runs the data layer; rank 0 shares core 0 for that layer
+  // (twice its time) and has it alone for fc and loss (once).
+  const double data_layer = head_own.busy_s[1];
+  EXPECT_NEAR(head.busy_s[0], head_own.busy_s[0] + data_layer, 1e-12);
+  EXPECT_NEAR(head.busy_s[1], data_layer, 1e-12);
 }
 
 TEST(Simulator, MovingSlicesCostsTransferTime) {
