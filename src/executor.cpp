@@ -82,9 +82,36 @@ Context Executor::layer_context(int layer, const Context& base, double* allreduc
   return ctx;
 }
 
-void Executor::use_device(std::unique_ptr<DeviceModel> device) {
-  BP_CHECK(plan_.ranks == 1, "a device model runs one-rank plans only (this plan has {} ranks)", plan_.ranks);
+void Executor::check_device_plan() const {
+  for (int i = 0; i < model_->size(); ++i)
+    if (static_cast<int>(sets_[i].size()) != plan_.ranks)
+      throw Error(fmt::format("a device model runs data-parallel plans only so far: layer '{}' runs on {} of {} ranks",
+                              model_->layer(i).name(), sets_[i].size(), plan_.ranks));
+}
+
+void Executor::use_device(std::unique_ptr<DeviceModel> device, bool background) {
+  check_device_plan();
   device_ = std::move(device);
+  device_->set_before_layer(before_layer_);
+  if (plan_.ranks == 1) return;
+  const Communicator& all = groups_->group(sets_.front());
+  DeviceRanks ranks;
+  ranks.comm = all.get();
+  ranks.host_sum = [&all](float* values, size_t count) { all.sum(values, count); };
+  ranks.reducing = [this](bool on) {
+    if (reduce_flag_) reduce_flag_->store(on);
+    if (on)
+      device_reduce_start_ = Clock::now();
+    else
+      device_reduce_seconds_ += seconds_since(device_reduce_start_);
+  };
+  ranks.allow_nccl = !background;
+  device_->join_ranks(std::move(ranks));
+}
+
+void Executor::set_before_layer(std::function<void()> hook) {
+  before_layer_ = std::move(hook);
+  if (device_) device_->set_before_layer(before_layer_);
 }
 
 double Executor::forward(int batch, const float* images, const int32_t* labels, const Context& base) {
@@ -94,10 +121,16 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
   labels_ = labels;
   for (int i = 0; i < m.size(); ++i) m.set_layer_batch(i, Plan::slice_of(sets_[i], rank_, batch).count);
   if (device_) {
+    // Every layer has the input layer's rank set and slicing (use_device).
+    const int count = input_slice(batch).count;
+    if (count == 0 && !base.training) return 0;  // a small last evaluation batch; evaluation sums nothing
+    double reduce_seconds = 0;
+    const Context ctx = layer_context(m.input_layer(), base, &reduce_seconds);
     const auto t0 = Clock::now();
-    const double loss = device_->forward(batch, images, labels, base);
+    const double loss = device_->forward(count, images, labels, ctx);
     if (!base.training) device_->logits(m.activation(m.logits_layer()).data());  // evaluation reads them
-    times_.compute += seconds_since(t0);
+    times_.compute += seconds_since(t0) - reduce_seconds;
+    times_.allreduce += reduce_seconds;
     return loss;
   }
   if (holds(m.input_layer()) && m.layer_batch(m.input_layer()) > 0) m.load_batch(images);
@@ -136,9 +169,14 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
 void Executor::backward(const Context& base) {
   Model& m = *model_;
   if (device_) {
+    double reduce_seconds = 0;
+    device_reduce_seconds_ = 0;
+    const Context ctx = layer_context(m.input_layer(), base, &reduce_seconds);
     const auto t0 = Clock::now();
-    device_->backward(base);
-    times_.compute += seconds_since(t0);
+    device_->backward(ctx);  // and the gradient sums
+    reduce_seconds += device_reduce_seconds_;
+    times_.compute += seconds_since(t0) - reduce_seconds;
+    times_.allreduce += reduce_seconds;
     return;
   }
 

@@ -143,10 +143,8 @@ TrainResult train(const JobConfig& job) {
   const int64_t eval_every = job.eval_every > 0 ? job.eval_every : per_epoch;
   const bool chatty = w.rank == 0;
   if (job.device == "cuda") {
-    if (w.size > 1 || !job.plan_path.empty() || !job.background.job_path.empty())
-      throw Error(fmt::format("{}: [job] device = cuda runs one rank without a plan or background job so far "
-                              "(docs/cuda.md)", job.file));
     try {
+      exec.check_device_plan();
       exec.use_device(make_cuda_model(model, w.local_rank));
     } catch (const Error& e) {
       throw Error(fmt::format("{}: [job] device = cuda: {}", job.file, e.what()));

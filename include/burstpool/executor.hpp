@@ -14,6 +14,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -30,13 +31,32 @@ namespace burstpool {
 class GroupCache;
 class GradientSync;
 
-// A copy of the model on an accelerator that runs a one-rank plan's forward,
-// backward and SGD step instead of the CPU layers (src/cuda/gpu_model.hpp).
-// The CPU Model stays the reference: parameters, state and momentum are moved
-// between the two for checkpoints and resumes.
+// The ranks a device model trains with (a data-parallel plan): after each
+// backward their gradients are summed, and batch norm sums its statistics
+// over them (Context::sum_over_group).
+struct DeviceRanks {
+  MPI_Comm comm = MPI_COMM_NULL;                  // all of them; NCCL's unique id goes over it
+  std::function<void(float*, size_t)> host_sum;   // sums floats in host memory over them, in place
+  std::function<void(bool)> reducing;             // told when a wait for a gradient sum starts and ends
+  // NCCL when every rank has a GPU of its own (else the sums go through
+  // host_sum). A background job says false: two NCCL communicators driven
+  // from two threads on the same GPUs can deadlock.
+  bool allow_nccl = true;
+};
+
+// A copy of the model on an accelerator that runs a data-parallel plan's
+// forward, backward and SGD step instead of the CPU layers
+// (src/cuda/gpu_model.hpp). The CPU Model stays the reference: parameters,
+// state and momentum are moved between the two for checkpoints and resumes.
 class DeviceModel {
  public:
   virtual ~DeviceModel() = default;
+  // Collective over ranks.comm (every rank calls it). Not called on one rank.
+  virtual void join_ranks(DeviceRanks ranks) = 0;
+  // Runs before each layer's forward and backward is launched, after the
+  // previous layer's work has finished: a background job's gate, so its work
+  // goes to the device in pieces of one layer. Empty: no hook, no waiting.
+  virtual void set_before_layer(std::function<void()> hook) = 0;
   virtual float forward(int batch, const float* images, const int32_t* labels, const Context& ctx) = 0;
   virtual void backward(const Context& ctx) = 0;
   virtual void logits(float* host) = 0;  // the last forward's logits
@@ -45,9 +65,10 @@ class DeviceModel {
   virtual void from_host(const float* velocity) = 0;  // the reverse
   virtual std::string describe() const = 0;           // for the banner: which device
 };
-// The CUDA model on the GPU of this node-local rank. Throws Error when the
-// build has no CUDA backend or no GPU is visible.
-std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank);
+// The CUDA model on the GPU of this node-local rank, its work on streams of
+// `background`'s priority (the least) or the foreground's (the greatest).
+// Throws Error when the build has no CUDA backend or no GPU is visible.
+std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank, bool background = false);
 struct WaitSite;
 
 struct TimeSplit {
@@ -76,7 +97,8 @@ class Executor {
   const std::vector<LayerTimes>& layer_times() const { return layer_times_; }
   // Called before each layer's forward and backward on this rank: the pieces
   // a background job's work is cut into. It may block (a gate) or throw.
-  void set_before_layer(std::function<void()> hook) { before_layer_ = std::move(hook); }
+  // With a device model, before its layers' launches.
+  void set_before_layer(std::function<void()> hook);
   // Batch-norm statistics over the layer's whole group (default, the same
   // numbers as one rank), or over each rank's own slice (like PyTorch DDP
   // without SyncBatchNorm: no reduction inside the step).
@@ -113,8 +135,11 @@ class Executor {
   // state() (Model::state_range). Collective over the world.
   void share_from_owners(float* flat, size_t size, bool state_layout);
 
-  // Hands forward and backward of a one-rank plan to `device` (CUDA).
-  void use_device(std::unique_ptr<DeviceModel> device);
+  // Hands forward, backward and the gradient sums of a data-parallel plan to
+  // `device` (CUDA). Collective over the plan's ranks. Throws Error for other
+  // plans.
+  void use_device(std::unique_ptr<DeviceModel> device, bool background = false);
+  void check_device_plan() const;  // throws Error unless the plan is one use_device runs
   DeviceModel* device() { return device_.get(); }
 
   TimeSplit& times() { return times_; }
@@ -143,6 +168,8 @@ class Executor {
   std::atomic<bool>* reduce_flag_ = nullptr;
   bool sync_batchnorm_ = true;
   std::unique_ptr<DeviceModel> device_;
+  std::chrono::steady_clock::time_point device_reduce_start_;
+  double device_reduce_seconds_ = 0;  // the device model's waits for gradient sums, this step
   std::vector<std::vector<WaitSite>> wait_sites_;  // per layer: forward, backward wait per input slot
   int buckets_ = 0;
 };

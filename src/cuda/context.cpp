@@ -20,7 +20,7 @@ void fail(const char* library, const char* call, const char* message, const char
 
 const char* cublas_message(cublasStatus_t status) { return cublasGetStatusString(status); }
 
-Context::Context(int local_rank) {
+Context::Context(int local_rank, StreamRole work) : work_(work) {
   device_ = choose_device(local_rank, cuda_device_count());
   BP_CUDA_CHECK(cudaSetDevice(device_));
   BP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&range_.least, &range_.greatest));
@@ -30,9 +30,9 @@ Context::Context(int local_rank) {
     streams_[role] = s;
   }
   BP_CUBLAS_CHECK(cublasCreate(&cublas_));
-  BP_CUBLAS_CHECK(cublasSetStream(cublas_, streams_[StreamRole::foreground]));
+  BP_CUBLAS_CHECK(cublasSetStream(cublas_, streams_[work_]));
   BP_CUDNN_CHECK(cudnnCreate(&cudnn_));
-  BP_CUDNN_CHECK(cudnnSetStream(cudnn_, streams_[StreamRole::foreground]));
+  BP_CUDNN_CHECK(cudnnSetStream(cudnn_, streams_[work_]));
   allocator_ = std::make_unique<CachingAllocator>(
       [](size_t bytes) -> void* {
         void* p = nullptr;

@@ -1,6 +1,7 @@
 #pragma once
-// One rank's GPU: the device chosen by its local rank, a stream per role at
-// the role's priority, cuBLAS and cuDNN handles on the foreground stream, and
+// One rank's GPU for one job: the device chosen by its local rank, a stream
+// per role at the role's priority, cuBLAS and cuDNN handles on the job's work
+// stream (the foreground's, or the background's for a background job), and
 // the caching allocator for device memory. RAII throughout.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -16,7 +17,7 @@ namespace burstpool::cuda {
 
 class Context {
  public:
-  explicit Context(int local_rank);
+  explicit Context(int local_rank, StreamRole work = StreamRole::foreground);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -24,12 +25,14 @@ class Context {
   int device() const { return device_; }
   PriorityRange priorities() const { return range_; }
   cudaStream_t stream(StreamRole role) const { return streams_.at(role); }
+  cudaStream_t work_stream() const { return stream(work_); }  // where the job's layers run
   cublasHandle_t cublas() const { return cublas_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
   CachingAllocator& allocator() { return *allocator_; }
 
  private:
   int device_ = 0;
+  StreamRole work_;
   PriorityRange range_;
   std::map<StreamRole, cudaStream_t> streams_;
   cublasHandle_t cublas_ = nullptr;

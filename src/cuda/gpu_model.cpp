@@ -1,6 +1,8 @@
 #include "gpu_model.hpp"
 
 #include <algorithm>
+#include <set>
+#include <string>
 
 #include "../../layers/cuda/kernels.hpp"
 #include "../../layers/kernels.hpp"
@@ -36,7 +38,7 @@ void sgd_kernel_launch(float* w, const float* g, float* v, size_t n, float lr, f
 
 GpuModel::GpuModel(Model& host, std::unique_ptr<Context> owned) : GpuModel(host, *owned) { owned_context_ = std::move(owned); }
 
-GpuModel::GpuModel(Model& host, Context& ctx) : host_(host), ctx_(ctx), stream_(ctx.stream(StreamRole::foreground)) {
+GpuModel::GpuModel(Model& host, Context& ctx) : host_(host), ctx_(ctx), stream_(ctx.work_stream()) {
   const Model& m = host_;
   for (int i = 0; i < m.size(); ++i) attrs_.push_back(read_attrs(m.layer(i), m.layer_spec(i)));
   params_ = device(m.param_count());
@@ -58,6 +60,7 @@ GpuModel::GpuModel(Model& host, Context& ctx) : host_(host), ctx_(ctx), stream_(
   prob_ = device(static_cast<size_t>(cap) * m.classes());
   labels_ = reinterpret_cast<int32_t*>(device(cap));
   bn_sums_ = reinterpret_cast<double*>(device(2 * (2 * widest + 1)));
+  BP_CUDA_CHECK(cudaMallocHost(&host_sums_, (2 * widest + 1) * sizeof(double)));
   upload();
 }
 
@@ -65,6 +68,83 @@ GpuModel::~GpuModel() {
   convs_.clear();
   pools_.clear();
   for (void* p : owned_) ctx_.allocator().deallocate(p);
+  cudaFreeHost(host_sums_);
+  cudaFreeHost(host_grads_);
+  if (layer_done_) cudaEventDestroy(layer_done_);
+  if (sums_done_) cudaEventDestroy(sums_done_);
+}
+
+void GpuModel::join_ranks(DeviceRanks ranks) {
+  ranks_ = std::move(ranks);
+  int size = 1;
+  BP_MPI_CHECK(MPI_Comm_size(ranks_.comm, &size));
+  // NCCL allows one rank per GPU: gather every rank's node and GPU (PCI bus id).
+  constexpr int kId = 320;
+  char bus[64] = {}, node[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  BP_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, ctx_.device()));
+  BP_MPI_CHECK(MPI_Get_processor_name(node, &length));
+  std::string mine = std::string(node) + "/" + bus;
+  mine.resize(kId, '\0');
+  std::vector<char> all(static_cast<size_t>(kId) * size);
+  BP_MPI_CHECK(MPI_Allgather(mine.data(), kId, MPI_CHAR, all.data(), kId, MPI_CHAR, ranks_.comm));
+  std::set<std::string> gpus;
+  for (int r = 0; r < size; ++r) gpus.insert(std::string(all.data() + static_cast<size_t>(r) * kId));
+  if (ranks_.allow_nccl && static_cast<int>(gpus.size()) == size) {  // the same answer on every rank
+    nccl_ = std::make_unique<NcclGroup>(ranks_.comm);
+    sync_stream_ = ctx_.stream(StreamRole::gradient_sync);
+    BP_CUDA_CHECK(cudaEventCreateWithFlags(&layer_done_, cudaEventDisableTiming));
+    BP_CUDA_CHECK(cudaEventCreateWithFlags(&sums_done_, cudaEventDisableTiming));
+  } else {
+    BP_CUDA_CHECK(cudaMallocHost(&host_grads_, std::max<size_t>(host_.param_count(), 1) * sizeof(float)));
+  }
+}
+
+// The CUDA device is per thread: a background job's model runs in its own thread.
+void GpuModel::use_device() const { BP_CUDA_CHECK(cudaSetDevice(ctx_.device())); }
+
+void GpuModel::next_piece() {
+  if (!before_layer_) return;
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the last piece is done before the gate decides on the next
+  before_layer_();
+}
+
+void GpuModel::sum_over_group(double* sums, size_t count, const burstpool::Context& ctx) {
+  if (!ctx.sum_over_group) return;
+  BP_CUDA_CHECK(cudaMemcpyAsync(host_sums_, sums, count * sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  ctx.sum_over_group(host_sums_, count);
+  // The next use of host_sums_ copies into it behind this copy on the same stream.
+  BP_CUDA_CHECK(cudaMemcpyAsync(sums, host_sums_, count * sizeof(double), cudaMemcpyHostToDevice, stream_));
+}
+
+void GpuModel::start_gradient_sum(int i) {
+  const auto [offset, count] = host_.param_range(i);
+  if (count == 0) return;
+  BP_CUDA_CHECK(cudaEventRecord(layer_done_, stream_));
+  BP_CUDA_CHECK(cudaStreamWaitEvent(sync_stream_, layer_done_, 0));
+  nccl_->allreduce_sum(grads_ + offset, count, sync_stream_);
+}
+
+void GpuModel::finish_gradient_sums() {
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));  // backward's own work
+  if (nccl_) {
+    BP_CUDA_CHECK(cudaEventRecord(sums_done_, sync_stream_));
+    BP_CUDA_CHECK(cudaStreamWaitEvent(stream_, sums_done_, 0));  // the optimizer reads summed gradients
+    ranks_.reducing(true);
+    BP_CUDA_CHECK(cudaEventSynchronize(sums_done_));
+    ranks_.reducing(false);
+    return;
+  }
+  if (!ranks_.host_sum) return;  // one rank
+  const size_t n = host_.param_count();
+  BP_CUDA_CHECK(cudaMemcpyAsync(host_grads_, grads_, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  ranks_.reducing(true);
+  ranks_.host_sum(host_grads_, n);
+  ranks_.reducing(false);
+  BP_CUDA_CHECK(cudaMemcpyAsync(grads_, host_grads_, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 float* GpuModel::device(size_t floats) {
@@ -91,6 +171,7 @@ void GpuModel::download() {
 }
 
 void GpuModel::logits(float* host) {
+  use_device();
   const int i = host_.logits_layer();
   const size_t n = static_cast<size_t>(batch_) * host_.layer(i).output_shape().per_sample();
   BP_CUDA_CHECK(cudaMemcpyAsync(host, acts_[i], n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
@@ -98,12 +179,14 @@ void GpuModel::logits(float* host) {
 }
 
 void GpuModel::to_host(float* velocity) {
+  use_device();
   BP_CUDA_CHECK(cudaMemcpyAsync(velocity, velocity_, host_.param_count() * sizeof(float), cudaMemcpyDeviceToHost,
                                 stream_));
   download();
 }
 
 void GpuModel::from_host(const float* velocity) {
+  use_device();
   BP_CUDA_CHECK(cudaMemcpyAsync(velocity_, velocity, host_.param_count() * sizeof(float), cudaMemcpyHostToDevice,
                                 stream_));
   upload();
@@ -121,13 +204,17 @@ void GpuModel::gradients(float* host) const {
 }
 
 float GpuModel::forward(int batch, const float* images, const int32_t* labels, const burstpool::Context& base) {
+  use_device();
   BP_CHECK(batch >= 1 && batch <= host_.max_batch(), "batch {} outside 1..{}", batch, host_.max_batch());
   batch_ = batch;
   const size_t in = static_cast<size_t>(batch) * host_.sample_shape().per_sample();
   BP_CUDA_CHECK(cudaMemcpyAsync(acts_[host_.input_layer()], images, in * sizeof(float), cudaMemcpyHostToDevice, stream_));
   BP_CUDA_CHECK(cudaMemcpyAsync(labels_, labels, batch * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
   for (int i = 0; i < host_.size(); ++i)
-    if (i != host_.input_layer()) forward_layer(i, base);
+    if (i != host_.input_layer()) {
+      next_piece();
+      forward_layer(i, base);
+    }
   float loss = 0;
   BP_CUDA_CHECK(cudaMemcpyAsync(&loss, loss_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
   BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -201,6 +288,7 @@ void GpuModel::forward_layer(int i, const burstpool::Context& ctx) {
     const float eps = v.attrs.eps, momentum = v.attrs.momentum;
     if (ctx.training) {
       bn_forward_sums(x, n, c, hw, bn_sums_, stream_);
+      sum_over_group(bn_sums_, 2 * c + 1, ctx);
       bn_forward_finish(bn_sums_, c, eps, momentum, s, s + c, layer_mean_[i], layer_invstd_[i], stream_);
     } else {
       bn_eval_stats(s, s + c, c, eps, layer_mean_[i], layer_invstd_[i], stream_);
@@ -224,9 +312,14 @@ void GpuModel::forward_layer(int i, const burstpool::Context& ctx) {
 }
 
 void GpuModel::backward(const burstpool::Context& ctx) {
+  use_device();
   for (int i = host_.size() - 1; i >= 0; --i)
-    if (i != host_.input_layer()) backward_layer(i, ctx);
-  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (i != host_.input_layer()) {
+      next_piece();
+      backward_layer(i, ctx);
+      if (nccl_) start_gradient_sum(i);
+    }
+  finish_gradient_sums();
 }
 
 void GpuModel::backward_layer(int i, const burstpool::Context& ctx) {
@@ -267,6 +360,7 @@ void GpuModel::backward_layer(int i, const burstpool::Context& ctx) {
   } else if (type == "batchnorm2d") {
     const int c = in.c, hw = in.h * in.w;
     bn_backward_sums(x, dy, layer_mean_[i], layer_invstd_[i], n, c, hw, bn_sums_, g, g + c, stream_);
+    if (dx && ctx.training) sum_over_group(bn_sums_, 2 * c + 1, ctx);  // as the CPU layer does
     if (dx) bn_backward_dx(x, dy, p, layer_mean_[i], layer_invstd_[i], bn_sums_, ctx.training, dx, acc(0), n, c, hw,
                            stream_);
   } else if (type == "add") {
@@ -287,6 +381,7 @@ void GpuModel::backward_layer(int i, const burstpool::Context& ctx) {
 }
 
 void GpuModel::sgd_step(float lr, const SgdOptions& o) {
+  use_device();
   sgd_kernel_launch(params_, grads_, velocity_, host_.param_count(), lr, o.momentum, o.weight_decay, o.nesterov,
                     stream_);
   BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -296,8 +391,9 @@ void GpuModel::sgd_step(float lr, const SgdOptions& o) {
 
 namespace burstpool {
 
-std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank) {
-  return std::make_unique<cuda::GpuModel>(model, std::make_unique<cuda::Context>(local_rank));
+std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank, bool background) {
+  const StreamRole work = background ? StreamRole::background : StreamRole::foreground;
+  return std::make_unique<cuda::GpuModel>(model, std::make_unique<cuda::Context>(local_rank, work));
 }
 
 }  // namespace burstpool

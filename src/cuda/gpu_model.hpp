@@ -1,11 +1,17 @@
 #pragma once
-// A whole model on one GPU (one rank, the whole batch): forward, backward and
-// SGD through the CUDA layer twins (layers/cuda). The CPU Model of the same
-// spec stays the reference: parameters and state are uploaded from it and
-// downloaded back to it (for checkpoints and evaluation output), and the
-// per-layer gradient contract (overwrite or accumulate) is the Model's.
-// This is the single-GPU core of the CUDA backend; the executor does not use
-// it yet (docs/cuda.md).
+// A whole model on one GPU: forward, backward and SGD through the CUDA layer
+// twins (layers/cuda), on this rank's slice of a data-parallel batch. The CPU
+// Model of the same spec stays the reference: parameters and state are
+// uploaded from it and downloaded back to it (for checkpoints and evaluation
+// output), and the per-layer gradient contract (overwrite or accumulate) is
+// the Model's.
+//
+// On several ranks (join_ranks) each layer's gradients are summed as soon as
+// its backward is done: with NCCL, on the gradient-sync stream, ordered after
+// the layer by an event, so the sums overlap the rest of backward; else (ranks
+// sharing a GPU, or a background job) copied to pinned host memory after
+// backward and summed there by MPI. Batch norm sums its statistics over the
+// ranks through Context::sum_over_group (host memory, a few values).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -15,6 +21,7 @@
 #include "burstpool/layer.hpp"
 #include "burstpool/model.hpp"
 #include "burstpool/optimizer.hpp"
+#include "../../comm/cuda/nccl_group.hpp"
 #include "../../layers/cuda/kernels.hpp"
 #include "context.hpp"
 
@@ -47,6 +54,9 @@ class GpuModel final : public DeviceModel {
   void logits(float* host) override;
   // The PyTorch momentum rule, as Sgd::step.
   void sgd_step(float lr, const SgdOptions& options) override;
+  void join_ranks(DeviceRanks ranks) override;
+  void set_before_layer(std::function<void()> hook) override { before_layer_ = std::move(hook); }
+  bool uses_nccl() const { return nccl_ != nullptr; }
   void to_host(float* velocity) override;
   void from_host(const float* velocity) override;
   std::string describe() const override;
@@ -74,6 +84,12 @@ class GpuModel final : public DeviceModel {
   float* device(size_t floats);
   void forward_layer(int i, const burstpool::Context& ctx);
   void backward_layer(int i, const burstpool::Context& ctx);
+  void use_device() const;  // makes this model's GPU the calling thread's
+  void next_piece();  // the before-layer hook, once the last layer's work is done
+  // Batch-norm sums (count doubles on the device) over the ranks, if ctx sums over a group.
+  void sum_over_group(double* sums, size_t count, const burstpool::Context& ctx);
+  void start_gradient_sum(int i);  // NCCL: layer i's gradients, on the sync stream
+  void finish_gradient_sums();     // all of them summed before the optimizer reads them
 
   Model& host_;
   Context& ctx_;
@@ -91,6 +107,14 @@ class GpuModel final : public DeviceModel {
   double* bn_sums_ = nullptr;
   std::map<std::pair<int, int>, std::unique_ptr<CudnnConv>> convs_;  // (layer, batch)
   std::map<std::pair<int, int>, std::unique_ptr<CudnnPool>> pools_;
+
+  DeviceRanks ranks_;  // comm MPI_COMM_NULL: one rank
+  std::unique_ptr<NcclGroup> nccl_;
+  cudaStream_t sync_stream_ = nullptr;
+  cudaEvent_t layer_done_ = nullptr, sums_done_ = nullptr;
+  float* host_grads_ = nullptr;  // pinned: gradients summed on the host
+  double* host_sums_ = nullptr;  // pinned: batch-norm sums
+  std::function<void()> before_layer_;
 };
 
 }  // namespace burstpool::cuda

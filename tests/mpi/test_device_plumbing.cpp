@@ -1,0 +1,136 @@
+// What the executor hands a device model on N ranks, checked with a recording
+// device model on the CPU (the CUDA model itself needs a GPU, tests/cuda):
+// each rank's slice of the batch and its global sample offset, a batch-norm
+// group sum over all ranks, a gradient sum over all ranks that raises the
+// reduce flag (a background job's gate) while it waits, the background gate
+// forwarded to the device, and burst plans refused.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <atomic>
+#include <numeric>
+#include <vector>
+
+#include "burstpool/error.hpp"
+#include "burstpool/executor.hpp"
+#include "burstpool/model_io.hpp"
+
+namespace burstpool {
+namespace {
+
+const char* kModel =
+    "[data]\ntype = input\nshape = 3\n[fc]\ntype = linear\ninputs = data\nout_features = 2\n"
+    "[loss]\ntype = softmax_cross_entropy\ninputs = fc\n";
+
+struct Seen {
+  bool joined = false;
+  int count = -1;
+  int64_t offset = -1;
+  float first_image = -1;
+  int32_t first_label = -1;
+  double group_sum = 0;            // of (rank + 1) over the group, from forward
+  std::vector<float> gradient;     // after the sum in backward
+  bool flag_raised_in_sum = false;
+  int hook_calls = 0;
+};
+
+class RecordingDevice final : public DeviceModel {
+ public:
+  RecordingDevice(Seen& seen, std::atomic<bool>& flag, int rank) : seen_(seen), flag_(flag), rank_(rank) {}
+  void join_ranks(DeviceRanks ranks) override {
+    seen_.joined = true;
+    ranks_ = std::move(ranks);
+  }
+  void set_before_layer(std::function<void()> hook) override { hook_ = std::move(hook); }
+  float forward(int batch, const float* images, const int32_t* labels, const Context& ctx) override {
+    if (hook_) hook_(), ++seen_.hook_calls;
+    seen_.count = batch;
+    seen_.offset = ctx.sample_offset;
+    seen_.first_image = images[0];
+    seen_.first_label = labels[0];
+    double v = rank_ + 1;
+    if (ctx.sum_over_group) ctx.sum_over_group(&v, 1);
+    seen_.group_sum = v;
+    return 0.5f;
+  }
+  void backward(const Context&) override {
+    seen_.gradient = {static_cast<float>(rank_), 1.0f, 2.0f * rank_};
+    if (!ranks_.host_sum) return;
+    ranks_.reducing(true);
+    ranks_.host_sum(seen_.gradient.data(), seen_.gradient.size());
+    seen_.flag_raised_in_sum = flag_.load();
+    ranks_.reducing(false);
+  }
+  void logits(float*) override {}
+  void sgd_step(float, const SgdOptions&) override {}
+  void to_host(float*) override {}
+  void from_host(const float*) override {}
+  std::string describe() const override { return "recording"; }
+
+ private:
+  Seen& seen_;
+  std::atomic<bool>& flag_;
+  int rank_;
+  DeviceRanks ranks_;
+  std::function<void()> hook_;
+};
+
+TEST(DevicePlumbing, SlicesGroupSumsAndGradientSumsReachTheDevice) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const ModelSpec spec = parse_model_ini(kModel, "m.ini");
+  const int batch = 4 * size + 1;  // uneven slices
+  Executor exec(spec, data_parallel_plan(spec, size, batch), MPI_COMM_WORLD, 1, 1 << 20);
+  Seen seen;
+  std::atomic<bool> flag{false};
+  exec.set_reduce_flag(&flag);
+  exec.use_device(std::make_unique<RecordingDevice>(seen, flag, rank));
+  int gate = 0;
+  exec.set_before_layer([&gate] { ++gate; });  // set after use_device: must still reach the device
+
+  const Slice mine = exec.input_slice(batch);
+  std::vector<float> images(3 * mine.count);
+  std::vector<int32_t> labels(mine.count);
+  for (int s = 0; s < mine.count; ++s) images[3 * s] = static_cast<float>(mine.offset + s), labels[s] = mine.offset + s;
+  Context ctx;
+  ctx.loss_scale = 1.0 / batch;
+  exec.forward(batch, images.data(), labels.data(), ctx);
+  exec.backward(ctx);
+
+  EXPECT_EQ(seen.joined, size > 1);
+  EXPECT_EQ(seen.count, mine.count);
+  EXPECT_EQ(seen.offset, mine.offset);
+  EXPECT_EQ(seen.first_image, static_cast<float>(mine.offset));
+  EXPECT_EQ(seen.first_label, mine.offset);
+  EXPECT_EQ(seen.group_sum, size * (size + 1) / 2.0);  // batch norm would see every rank's sums
+  const float ranks_sum = size * (size - 1) / 2.0f;
+  EXPECT_EQ(seen.gradient, (std::vector<float>{size > 1 ? ranks_sum : 0.0f, static_cast<float>(size > 1 ? size : 1),
+                                               size > 1 ? 2 * ranks_sum : 0.0f}));
+  EXPECT_EQ(seen.flag_raised_in_sum, size > 1);
+  EXPECT_FALSE(flag.load());
+  EXPECT_EQ(gate, 1);
+  EXPECT_EQ(seen.hook_calls, 1);
+  EXPECT_EQ(exec.times().allreduce > 0, size > 1);  // the sums are timed as reductions
+  exec.set_reduce_flag(nullptr);
+}
+
+TEST(DevicePlumbing, BurstPlansAreRefused) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size < 2) GTEST_SKIP() << "a burst plan needs 2 ranks";
+  const ModelSpec spec = parse_model_ini(kModel, "m.ini");
+  Plan plan = data_parallel_plan(spec, size, 8);
+  plan.layer_ranks[1] = {0};  // fc and loss on rank 0 only
+  plan.layer_ranks[2] = {0};
+  Executor exec(spec, plan, MPI_COMM_WORLD, 1, 1 << 20);
+  try {
+    exec.check_device_plan();
+    FAIL() << "a burst plan was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 'fc' runs on 1 of"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace burstpool
