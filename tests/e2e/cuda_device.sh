@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# [job] device = cuda end to end. With a GPU: 20 training steps of a small
-# convolutional model on the GPU end within float tolerance of the same steps
-# on the CPU (checkpoints compared). Without one: the job stops at once with
-# one line naming the job file and the reason. On more than one rank: refused.
+# [job] device = cuda end to end. With a GPU: 20 training steps of LeNet-5 on
+# the GPU end within float tolerance of the same steps on the CPU, 2 ranks on
+# the GPU(s) within tolerance of 1 rank (checkpoints compared), and a
+# foreground on 2 ranks with a background job on the same GPU(s) both train.
+# Without one: the job stops at once with one line naming the job file and the
+# reason, on 1 and 2 ranks, and a background job that asks for cuda is refused
+# naming its file. With or without: a burst plan on cuda is refused.
 # Usage: cuda_device.sh BURSTPOOL_BINARY SOURCE_DIR
 set -u
 source "$(dirname "$0")/lib/harness.sh" "$@"
@@ -23,20 +26,70 @@ log_every = 10
 lr = 0.02
 nesterov = true
 JOB
+cat >"$work/bg.ini" <<JOB
+[job]
+model = $src/jobs/models/mlp.ini
+seed = 9
+device = cuda
+[data]
+source = synthetic
+synthetic_train_samples = 1024
+synthetic_test_samples = 0
+[train]
+batch_size = 64
+steps = 100000
+[optimizer]
+lr = 0.02
+JOB
+sed 's/^steps = 20$/steps = 200/' "$work/job.ini" >"$work/fg.ini"
+printf '[background]\njob = %s\ncalibrate_steps = 5\n' "$work/bg.ini" >>"$work/fg.ini"
+two() { timeout 120 mpirun -np 2 "$bin" train "$@"; }
 
 if "$bin" train "$work/job.ini" --set job.device=cuda --checkpoint "$work/gpu.h5" >"$work/gpu.out" 2>"$work/gpu.err"; then
-  echo "a GPU is here: comparing with the CPU"
+  echo "a GPU is here: comparing with the CPU and with 2 ranks"
   grep -q "GPU 0" "$work/gpu.out" || fail "banner does not name the GPU: $(head -1 "$work/gpu.out")"
   "$bin" train "$work/job.ini" --checkpoint "$work/cpu.h5" >/dev/null || fail "cpu run failed"
   h5diff -d 1e-4 "$work/cpu.h5" "$work/gpu.h5" /weights /weights >"$work/diff.txt" ||
     fail "GPU weights differ from the CPU's by more than 1e-4: $(head -5 "$work/diff.txt")"
+  two "$work/job.ini" --set job.device=cuda --checkpoint "$work/gpu2.h5" >"$work/gpu2.out" 2>&1 ||
+    fail "2 ranks on the GPU failed: $(tail -3 "$work/gpu2.out")"
+  h5diff -d 1e-4 "$work/gpu.h5" "$work/gpu2.h5" /weights /weights >"$work/diff2.txt" ||
+    fail "2 GPU ranks differ from 1 by more than 1e-4: $(head -5 "$work/diff2.txt")"
+  (unset OMPI_MCA_mpi_yield_when_idle
+   two "$work/fg.ini" --set job.device=cuda --metrics "$work/mux.json" >"$work/mux.out" 2>&1) ||
+    fail "foreground with a GPU background failed: $(tail -3 "$work/mux.out")"
+  python3 - "$work/mux.json" <<'PY' || fail "GPU multiplexing metrics: $(cat "$work/mux.json")"
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["background_samples_per_second"] > 0, m
+assert m["background"]["last_loss"] < m["background"]["first_loss"], m["background"]
+print("GPU multiplexing: foreground slowdown", m["foreground_slowdown"], "background samples/s",
+      m["background_samples_per_second"])
+PY
 else
   grep -Eq "job\.ini: \[job\] device = cuda: (no GPU is visible|this build has no CUDA backend)" "$work/gpu.err" ||
     fail "no GPU, but not the expected message: $(cat "$work/gpu.err")"
   [[ $(wc -l <"$work/gpu.err") == 1 ]] || fail "more than one line of error: $(cat "$work/gpu.err")"
+  two "$work/job.ini" --set job.device=cuda >/dev/null 2>"$work/two.err" && fail "two ranks without a GPU accepted"
+  grep -Eq "device = cuda: (no GPU is visible|this build has no CUDA backend)" "$work/two.err" ||
+    fail "two ranks without a GPU: $(head -3 "$work/two.err")"
+  two "$work/fg.ini" --steps 20 >/dev/null 2>"$work/bg.err" && fail "a cuda background job without a GPU accepted"
+  grep -Eq "bg\.ini: \[job\] device = cuda: (no GPU is visible|this build has no CUDA backend)" "$work/bg.err" ||
+    fail "cuda background without a GPU: $(head -3 "$work/bg.err")"
 fi
-timeout 60 mpirun -np 2 "$bin" train "$work/job.ini" --set job.device=cuda >/dev/null 2>"$work/two.err" &&
-  fail "two ranks with device = cuda accepted"
-grep -q "device = cuda runs one rank" "$work/two.err" || fail "two ranks: $(head -2 "$work/two.err")"
+# A burst plan (the classifier on rank 1 only) is refused before any GPU is touched.
+"$bin" plan --data-parallel "$src/jobs/models/lenet5.ini" --ranks 2 --global-batch 32 --out "$work/plan.json" >/dev/null
+python3 - "$work/plan.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for layer in p["layers"]:
+    if layer["name"].startswith("fc") or layer["name"] == "loss":
+        layer["ranks"] = [1]
+json.dump(p, open(sys.argv[1], "w"))
+PY
+two "$work/job.ini" --set job.device=cuda --plan "$work/plan.json" >/dev/null 2>"$work/plan.err" &&
+  fail "a burst plan on cuda accepted"
+grep -q "device = cuda: a device model runs data-parallel plans only so far: layer 'fc" "$work/plan.err" ||
+  fail "burst plan on cuda: $(head -3 "$work/plan.err")"
 
 finish cuda_device
