@@ -1,33 +1,84 @@
 #!/usr/bin/env bash
-# The GPU checks of issue #7 in one run, for a lent GPU machine: the CUDA
-# layers against their CPU twins, the per-layer vgg16 benchmark at batch 32,
-# and PyTorch on the same GPU when it is installed there. Needs a build with
-# the CUDA backend packed by scripts/pack-gpu-run.sh into gpu-run/ (the two
-# binaries and their libraries), carried to the GPU machine. Writes
-# everything under OUTDIR.
+# The GPU checks of issues #7 and #5 in one run, for a lent GPU machine:
+# the CUDA layers against their CPU twins, the per-layer vgg16 benchmark at
+# batch 32, PyTorch on the same GPU when it is installed there, and, with the
+# carried Open MPI, burstpool itself: tests/e2e/cuda_device.sh (GPU against
+# CPU, 2 ranks against 1 on the GPU, a background job on the GPU) and the
+# multiplexing figure (2 ranks sharing the GPU: a data-parallel small-VGG
+# foreground, a small-VGG background on the low-priority stream). Needs
+# gpu-run/ from scripts/pack-gpu-run.sh, carried to the GPU machine.
+# Writes log.txt and the JSON results under OUTDIR (at most 8 files come back).
 # Usage: perf/gpu_check.sh OUTDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: perf/gpu_check.sh OUTDIR}
-mkdir -p "$out" /tmp/gpu-run
+log=$out/log.txt
+mkdir -p "$out" /tmp/gpu-run/bin /tmp/gpu-run/mux
+section() { echo "=== $*" | tee -a "$log"; }
 tar -C /tmp/gpu-run -xJf gpu-run/lib.tar.xz
 # Packed libraries first, then the CUDA libraries of the machine's toolkit or Python packages.
 cuda_libs=
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do [[ -d $d ]] && cuda_libs+=":$d"; done
 py_libs=$(python3 -c "import glob, os, nvidia; print(':'.join(sorted({os.path.dirname(p) for d in nvidia.__path__ for p in glob.glob(d + '/*/lib/*.so*')})))" 2>/dev/null)
 export LD_LIBRARY_PATH="/tmp/gpu-run/lib:${py_libs}${cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >"$out/env.txt"
-ldd gpu-run/burstpool_cuda_tests | grep "not found" >>"$out/env.txt"
-nvidia-smi >"$out/nvidia-smi.txt" 2>&1
-gpu-run/burstpool_cuda_tests --gtest_output=json:"$out/cuda_tests.json" >"$out/cuda_tests.txt" 2>&1
-echo "cuda tests: exit $?"
-gpu-run/bp_gpu_layers jobs/models/vgg16.ini --batch 32 --repeats 20 --out "$out/vgg16_layers.json" \
-  >"$out/vgg16_layers.txt" 2>&1
-echo "layer benchmark: exit $?"
-tail -1 "$out/vgg16_layers.txt"
+section environment
+echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >>"$log"
+ldd gpu-run/burstpool_cuda_tests gpu-run/burstpool | grep "not found" >>"$log"
+nvidia-smi >>"$log" 2>&1
+
+section "CUDA tests"
+gpu-run/burstpool_cuda_tests --gtest_output=json:"$out/cuda_tests.json" >>"$log" 2>&1
+echo "cuda tests: exit $?" | tee -a "$log"
+
+section "vgg16 layers, batch 32"
+gpu-run/bp_gpu_layers jobs/models/vgg16.ini --batch 32 --repeats 20 --out "$out/vgg16_layers.json" >>"$log" 2>&1
+echo "layer benchmark: exit $?" | tee -a "$log"
+tail -1 "$log"
 if python3 -c "import torch" 2>/dev/null; then
-  python3 perf/torch_gpu_peer.py jobs/models/vgg16.ini --batch 32 >"$out/torch_vgg16.json" 2>&1
+  python3 perf/torch_gpu_peer.py jobs/models/vgg16.ini --batch 32 >"$out/torch_vgg16.json" 2>>"$log"
   cat "$out/torch_vgg16.json"
 else
   echo "no PyTorch on this machine" | tee "$out/torch_vgg16.json"
 fi
+
+section "Open MPI"
+# Added to / without replacing any file there; the paths are all under /usr and /etc.
+tar -C / --skip-old-files --keep-directory-symlink --no-overwrite-dir -xJf gpu-run/mpi-root.tar.xz 2>>"$log"
+ldconfig
+ln -sf /usr/bin/orterun /tmp/gpu-run/bin/mpirun
+cp gpu-run/h5diff /tmp/gpu-run/bin/
+# Shared memory between the ranks without cross-memory attach (containers often forbid it).
+export PATH=/tmp/gpu-run/bin:$PATH OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none \
+  OMPI_MCA_mca_base_component_show_load_errors=0
+timeout 60 mpirun -np 2 hostname >>"$log" 2>&1
+echo "mpirun: exit $?" | tee -a "$log"
+
+section "e2e cuda_device"
+timeout 300 bash tests/e2e/cuda_device.sh gpu-run/burstpool . >>"$log" 2>&1
+echo "e2e cuda_device: exit $?" | tee -a "$log"
+
+section "multiplexing on one GPU, 2 ranks"
+mux=/tmp/gpu-run/mux
+sed -e "s|^model = ../models/|model = $PWD/jobs/models/|" -e '/^\[parallel\]$/d' -e '/^plan = /d' \
+  -e "s|^job = background_vgg_small.ini|job = $mux/bg.ini|" jobs/multiplex/foreground_vgg_small.ini >"$mux/fg.ini"
+sed -e "s|^model = ../models/|model = $PWD/jobs/models/|" -e 's/^\[job\]$/[job]\ndevice = cuda/' \
+  jobs/multiplex/background_vgg_small.ini >"$mux/bg.ini"
+for run in alone shared; do
+  extra=()
+  [[ $run == alone ]] && extra=(--set background.job=none)
+  (unset OMPI_MCA_mpi_yield_when_idle
+   timeout 240 mpirun -np 2 gpu-run/burstpool train "$mux/fg.ini" --set job.device=cuda --set train.steps=1000 \
+     --set train.log_every=250 "${extra[@]}" --metrics "$out/multiplex_$run.json") >>"$log" 2>&1
+  echo "multiplex $run: exit $?" | tee -a "$log"
+done
+python3 - "$out" <<'PY' 2>&1 | tee -a "$log"
+import json, sys
+d = sys.argv[1]
+alone, shared = (json.load(open(f"{d}/multiplex_{r}.json")) for r in ("alone", "shared"))
+fg_alone = alone["samples_per_second"]
+print("foreground alone", fg_alone, "samples/s; shared", shared["foreground_samples_per_second"],
+      "; slowdown vs separate run", fg_alone / shared["foreground_samples_per_second"],
+      "; slowdown (metrics)", shared["foreground_slowdown"], "; background", shared["background_samples_per_second"],
+      "samples/s; cluster throughput", shared["cluster_throughput"])
+PY
