@@ -26,21 +26,7 @@ log_every = 10
 lr = 0.02
 nesterov = true
 JOB
-cat >"$work/bg.ini" <<JOB
-[job]
-model = $src/jobs/models/mlp.ini
-seed = 9
-device = cuda
-[data]
-source = synthetic
-synthetic_train_samples = 1024
-synthetic_test_samples = 0
-[train]
-batch_size = 64
-steps = 100000
-[optimizer]
-lr = 0.02
-JOB
+background_job "$work/bg.ini" cuda
 sed 's/^steps = 20$/steps = 200/' "$work/job.ini" >"$work/fg.ini"
 printf '[background]\njob = %s\ncalibrate_steps = 5\n' "$work/bg.ini" >>"$work/fg.ini"
 two() { timeout 120 mpirun -np 2 "$bin" train "$@"; }

@@ -28,20 +28,7 @@ lr = 0.02
 job = bg.ini
 calibrate_steps = 5
 JOB
-cat >"$work/bg.ini" <<JOB
-[job]
-model = $src/jobs/models/mlp.ini
-seed = 9
-[data]
-source = synthetic
-synthetic_train_samples = 1024
-synthetic_test_samples = 0
-[train]
-batch_size = 64
-steps = 100000
-[optimizer]
-lr = 0.02
-JOB
+background_job "$work/bg.ini"
 grep -v '^job = bg.ini' "$work/fg.ini" >"$work/alone.ini"
 # Burst plan: the first convolution block on rank 0, the rest on rank 1, so
 # each rank waits for the other for part of every step.

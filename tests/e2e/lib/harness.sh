@@ -2,7 +2,7 @@
 # tests/e2e/*.sh). From the script's arguments BINARY SOURCE_DIR: absolute
 # $bin and $src; one OpenMP thread; Open MPI allowed to run as root, waiting
 # ranks yielding their core; a scratch folder $work removed on exit; a
-# failure count kept by fail() and reported by finish().
+# failure count kept by fail() and reported by finish(); background_job.
 # Usage: source "$(dirname "$0")/lib/harness.sh" "$@"
 bin=$(realpath "$1")
 src=$(realpath "$2")
@@ -15,4 +15,24 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 finish() {
   echo "$1: $failures failure(s)"
   [[ $failures -eq 0 ]]
+}
+# A background job for the multiplexing tests: an MLP trained data parallel
+# on synthetic data, long enough to outlast the foreground.
+# Usage: background_job FILE [DEVICE]
+background_job() {
+  cat >"$1" <<JOB
+[job]
+model = $src/jobs/models/mlp.ini
+seed = 9
+device = ${2:-cpu}
+[data]
+source = synthetic
+synthetic_train_samples = 1024
+synthetic_test_samples = 0
+[train]
+batch_size = 64
+steps = 100000
+[optimizer]
+lr = 0.02
+JOB
 }
