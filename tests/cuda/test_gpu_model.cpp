@@ -2,10 +2,12 @@
 // every parameter gradient, and the parameters after SGD steps. The model
 // has convolution (with and without bias), batch norm, ReLU, a residual add,
 // a concat, max and average pooling, dropout, flatten, a linear layer and the
-// loss. Tolerance |gpu - cpu| <= 2e-4 (1 + |cpu|). Skipped without a GPU.
+// loss. Tolerance |gpu - cpu| <= 2e-4 (1 + |cpu|). Also with batch-norm sums
+// over a (pretend) rank group. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "burstpool/device.hpp"
@@ -80,8 +82,10 @@ void expect_close(const float* gpu, const float* cpu, size_t n, const char* what
     ASSERT_LE(std::abs(gpu[i] - cpu[i]), 2e-4f * (1 + std::abs(cpu[i]))) << what << " [" << i << "]";
 }
 
-TEST(GpuModel, MatchesTheCpuModel) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+// Three SGD steps of the same batch on the CPU Model and on the GPU, compared
+// at every step; `group_sum` (may be empty) is Context::sum_over_group for
+// both. Returns the GPU's first loss.
+float compare_three_steps(const std::function<void(double*, size_t)>& group_sum) {
   const ModelSpec spec = parse_model_ini(kModel, "gpu_twin.ini");
   const int n = 6;
   Model cpu(spec, n, 3), gpu_host(spec, n, 3);  // same seed: same initial weights
@@ -93,17 +97,20 @@ TEST(GpuModel, MatchesTheCpuModel) {
   for (int i = 0; i < n; ++i) labels[i] = static_cast<int32_t>(cpu::mix64(77 + i) % 10);
   const SgdOptions sgd_options{0.9f, true, 1e-3f};
   Sgd sgd(cpu, sgd_options);
+  float first_loss = 0;
   for (int step = 0; step < 3; ++step) {
     Context ctx;
     ctx.seed = 5;
     ctx.step = step;
     ctx.labels = labels.data();
     ctx.loss_scale = 1.0 / n;
+    ctx.sum_over_group = group_sum;
     cpu.load_batch(images.data());
     const float cpu_loss = cpu.forward(ctx);
     cpu.backward(ctx);
     const float gpu_loss = gpu.forward(n, images.data(), labels.data(), ctx);
     gpu.backward(ctx);
+    if (step == 0) first_loss = gpu_loss;
     EXPECT_NEAR(gpu_loss, cpu_loss, 2e-4 * (1 + std::abs(cpu_loss))) << "step " << step;
     std::vector<float> logits(n * 10), grads(cpu.param_count());
     gpu.logits(logits.data());
@@ -116,6 +123,34 @@ TEST(GpuModel, MatchesTheCpuModel) {
   gpu.download();
   expect_close(gpu_host.params().data(), cpu.params().data(), cpu.param_count(), "parameters after 3 SGD steps");
   expect_close(gpu_host.state().data(), cpu.state().data(), cpu.state().size(), "batch-norm running statistics");
+  return first_loss;
+}
+
+TEST(GpuModel, MatchesTheCpuModel) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  compare_three_steps(nullptr);
+}
+
+// Batch norm on several ranks: the GPU must sum its statistics over the group
+// at the same points and in the same layout as the CPU layer. The group sum
+// here pretends a second rank holds the same values shifted by 0.5 (in
+// backward the same arithmetic is applied to the backward sums: meaningless
+// there, but the same on both sides), so the result differs from one rank's.
+TEST(GpuModel, BatchNormSumsOverTheGroupAsOnTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  auto shifted_twin = [](double* v, size_t count) {  // [sum | sum of squares | count]
+    const size_t c = (count - 1) / 2;
+    const double m = v[2 * c];
+    for (size_t k = 0; k < c; ++k) {
+      const double s1 = v[k], s2 = v[c + k];
+      v[k] = 2 * s1 + 0.5 * m;
+      v[c + k] = 2 * s2 + s1 + 0.25 * m;
+    }
+    v[2 * c] = 2 * m;
+  };
+  const float alone = compare_three_steps(nullptr);
+  const float grouped = compare_three_steps(shifted_twin);
+  EXPECT_GT(std::abs(grouped - alone), 1e-3f) << "the group sum changed nothing: was it called?";
 }
 
 }  // namespace
