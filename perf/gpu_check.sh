@@ -32,8 +32,9 @@ echo "cuda tests: exit $?" | tee -a "$log"
 
 section "vgg16 layers, batch 32"
 gpu-run/bp_gpu_layers jobs/models/vgg16.ini --batch 32 --repeats 20 --out "$out/vgg16_layers.json" >>"$log" 2>&1
-echo "layer benchmark: exit $?" | tee -a "$log"
-tail -1 "$log"
+rc=$?
+tail -1 "$log"  # the benchmark's summary line
+echo "layer benchmark: exit $rc" | tee -a "$log"
 if python3 -c "import torch" 2>/dev/null; then
   python3 perf/torch_gpu_peer.py jobs/models/vgg16.ini --batch 32 >"$out/torch_vgg16.json" 2>>"$log"
   cat "$out/torch_vgg16.json"
