@@ -44,7 +44,7 @@ fi
 
 section "Open MPI"
 # Added to / without replacing any file there; the paths are all under /usr and /etc.
-tar -C / --skip-old-files --keep-directory-symlink --no-overwrite-dir -xJf gpu-run/mpi-root.tar.xz 2>>"$log"
+tar -C / --skip-old-files --keep-directory-symlink -xJf gpu-run/mpi-root.tar.xz 2>>"$log"
 ldconfig
 ln -sf /usr/bin/orterun /tmp/gpu-run/bin/mpirun
 cp gpu-run/h5diff /tmp/gpu-run/bin/

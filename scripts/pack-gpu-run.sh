@@ -48,5 +48,5 @@ find gpu-run/mpi-root -type f | while read -r f; do
 done | sort -u | while read -r lib; do
   machine_own "$lib" || cp -Ln "$lib" gpu-run/mpi-root/usr/lib/x86_64-linux-gnu/ 2>/dev/null || true
 done
-tar -C gpu-run/mpi-root -cJf gpu-run/mpi-root.tar.xz . && rm -rf gpu-run/mpi-root
+tar -C gpu-run/mpi-root -cJf gpu-run/mpi-root.tar.xz usr etc && rm -rf gpu-run/mpi-root
 du -sh gpu-run
