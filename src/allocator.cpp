@@ -29,10 +29,7 @@ void* CachingAllocator::allocate(size_t bytes) {
   } else {
     ptr = alloc_(size);
     if (!ptr) {  // out of memory: give the cache back and try once more
-      for (auto& [bin, blocks] : free_blocks_)
-        for (void* p : blocks) free_(p);
-      free_blocks_.clear();
-      stats_.cached_bytes = 0;
+      release_locked();
       ptr = alloc_(size);
     }
     if (!ptr)
@@ -58,6 +55,11 @@ void CachingAllocator::deallocate(void* ptr) {
 
 void CachingAllocator::release_cached() {
   std::lock_guard<std::mutex> lock(mutex_);
+  release_locked();
+}
+
+void CachingAllocator::release_locked() {
+  if (stats_.cached_bytes > 0) ++stats_.releases;
   for (auto& [size, blocks] : free_blocks_)
     for (void* p : blocks) free_(p);
   free_blocks_.clear();

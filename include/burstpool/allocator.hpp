@@ -39,10 +39,14 @@ class CachingAllocator {
   struct Stats {
     size_t in_use_bytes = 0, cached_bytes = 0;
     size_t raw_allocations = 0, reuses = 0;
+    // Times cached blocks went back to the device. Work that kept a cached
+    // block's address (a captured CUDA graph's workspaces) is stale after one.
+    size_t releases = 0;
   };
   Stats stats() const;
 
  private:
+  void release_locked();  // release_cached with mutex_ held
   RawAlloc alloc_;
   RawFree free_;
   mutable std::mutex mutex_;

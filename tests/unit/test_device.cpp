@@ -79,9 +79,13 @@ TEST(Allocator, ReusesFreedBlocksOfTheSameBin) {
   a.deallocate(r);
   EXPECT_EQ(a.stats().cached_bytes, 1024u + 5120u);
   EXPECT_THROW(a.deallocate(q), Error);  // freed twice
+  EXPECT_EQ(a.stats().releases, 0u);
   a.release_cached();
   EXPECT_EQ(mem.frees, 2);
   EXPECT_EQ(a.stats().cached_bytes, 0u);
+  EXPECT_EQ(a.stats().releases, 1u);
+  a.release_cached();  // nothing cached: nothing went back
+  EXPECT_EQ(a.stats().releases, 1u);
 }
 
 TEST(Allocator, ReleasesTheCacheBeforeGivingUp) {
@@ -92,6 +96,7 @@ TEST(Allocator, ReleasesTheCacheBeforeGivingUp) {
   void* p = a.allocate(4000);      // 4096 does not fit beside them: the cache goes back, then it fits
   EXPECT_NE(p, nullptr);
   EXPECT_EQ(mem.frees, 1);
+  EXPECT_EQ(a.stats().releases, 1u);
   a.deallocate(p);
   EXPECT_THROW(a.allocate(8192), Error);  // larger than the device even with the cache released
   EXPECT_EQ(a.stats().cached_bytes, 0u);
