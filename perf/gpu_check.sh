@@ -3,7 +3,8 @@
 # the CUDA layers against their CPU twins, the per-layer vgg16 benchmark at
 # batch 32, PyTorch on the same GPU when it is installed there, and, with the
 # carried Open MPI, burstpool itself: tests/e2e/cuda_device.sh (GPU against
-# CPU, 2 ranks against 1 on the GPU, a background job on the GPU) and the
+# CPU, 2 ranks against 1 on the GPU, a background job on the GPU), CUDA
+# graphs against eager launches (LeNet-5, where launches weigh most), and the
 # multiplexing figure (2 ranks sharing the GPU: a data-parallel small-VGG
 # foreground, a small-VGG background on the low-priority stream). Needs
 # gpu-run/ from scripts/pack-gpu-run.sh, carried to the GPU machine.
@@ -58,6 +59,23 @@ echo "mpirun: exit $?" | tee -a "$log"
 section "e2e cuda_device"
 timeout 300 bash tests/e2e/cuda_device.sh gpu-run/burstpool . >>"$log" 2>&1
 echo "e2e cuda_device: exit $?" | tee -a "$log"
+
+section "CUDA graphs, LeNet-5 at batch 32 on one rank: samples/s, 3 alternating runs each"
+for round in 1 2 3; do
+  for graphs in false true; do
+    gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set data.source=synthetic --set job.device=cuda \
+      --set job.cuda_graphs=$graphs --set train.batch_size=32 --steps 3000 --set data.synthetic_test_samples=0 \
+      --metrics /tmp/gpu-run/graphs_${graphs}_$round.json >>"$log" 2>&1
+    echo "graphs=$graphs round $round: exit $?" | tee -a "$log"
+  done
+done
+python3 - <<'PY' 2>&1 | tee -a "$log"
+import json, statistics
+rate = {g: statistics.median(json.load(open(f"/tmp/gpu-run/graphs_{g}_{r}.json"))["samples_per_second"] for r in (1, 2, 3))
+        for g in ("false", "true")}
+print("LeNet-5 batch 32 samples/s, median of 3: eager", rate["false"], "graphs", rate["true"],
+      "ratio", rate["true"] / rate["false"])
+PY
 
 section "multiplexing on one GPU, 2 ranks"
 mux=/tmp/gpu-run/mux

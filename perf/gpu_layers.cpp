@@ -145,8 +145,11 @@ int main(int argc, char** argv) {
         t.flops = 2.0 * batch * fin * fout;
       } else if (l.type == "dropout") {
         const float prob = r.get_float("p", 0.5f);
-        t.forward = [=] { cuda::dropout_apply(x, y, batch, out.per_sample(), prob, 1234, 0, false, s); };
-        t.backward = [=] { cuda::dropout_apply(dy, dx, batch, out.per_sample(), prob, 1234, 0, false, s); };
+        auto* key = static_cast<uint64_t*>(ctx.allocator().allocate(sizeof(uint64_t)));
+        owned.push_back(key);
+        BP_CUDA_CHECK(cudaMemset(key, 0, sizeof(uint64_t)));
+        t.forward = [=] { cuda::dropout_apply(x, y, batch, out.per_sample(), prob, key, 0, false, s); };
+        t.backward = [=] { cuda::dropout_apply(dy, dx, batch, out.per_sample(), prob, key, 0, false, s); };
       } else if (l.type == "flatten") {
         t.forward = [=] { cuda::write_grad(y, x, out_n, false, s); };
         t.backward = [=] { cuda::write_grad(dx, dy, out_n, false, s); };

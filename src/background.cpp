@@ -65,7 +65,7 @@ BackgroundJob::BackgroundJob(const JobConfig& job, MPI_Comm world, ForegroundGat
   if (job.device == "cuda") {  // on the foreground's GPU, on the least urgent stream, gradients summed by MPI
     try {
       session_->exec().check_device_plan();
-      session_->exec().use_device(make_cuda_model(session_->model(), burstpool::world().local_rank, true), true);
+      session_->exec().use_device(make_cuda_model(session_->model(), burstpool::world().local_rank, {true, job.cuda_graphs}), true);
     } catch (const Error& e) {
       throw Error(fmt::format("{}: [job] device = cuda: {}", job.file, e.what()));
     }

@@ -37,7 +37,7 @@ std::string to_string(StreamRole role) {
 #ifndef BURSTPOOL_HAVE_CUDA
 bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }
-std::unique_ptr<DeviceModel> make_cuda_model(Model&, int, bool) {
+std::unique_ptr<DeviceModel> make_cuda_model(Model&, int, const CudaOptions&) {
   choose_device(0, 0);  // throws: no CUDA backend in this build
   return nullptr;
 }

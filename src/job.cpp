@@ -14,6 +14,7 @@ const std::vector<JobKey>& job_schema() {
       {"job", "model", "", "path", "Model file (.ini or .h5), relative to the job file's folder. Required"},
       {"job", "seed", "1", "integer", "Seed for weight initialisation, shuffling, dropout and synthetic data"},
       {"job", "device", "cpu", "cpu | cuda", "Where layers run. cuda: the GPU of the rank's node-local rank (ranks may share one), data-parallel plans and ssgd only so far; a background job may say cuda too (docs/cuda.md); needs a build with the CUDA backend"},
+      {"job", "cuda_graphs", "false", "boolean", "device = cuda: capture each training step's forward and backward layers in CUDA graphs and replay them, where nothing in them waits for the host (one rank or ranks sharing a GPU, no batch-norm group sums; docs/cuda.md)"},
       {"job", "threads", "0", "threads", "Threads per rank; 0: OMP_NUM_THREADS, else 1 under MPI with several ranks, else all cores"},
       {"data", "source", "fashion-mnist", "fashion-mnist | hdf5 | synthetic", "Where samples come from"},
       {"data", "dir", "/usr/share/datasets/fashion-mnist", "path", "fashion-mnist: folder with the four IDX files (.gz or plain)"},
@@ -182,6 +183,8 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   if (c.model_path.empty()) v.fail("job", "model", "missing (required)");
   c.seed = static_cast<uint64_t>(v.integer("job", "seed", 0));
   c.device = v.choice("job", "device", {"cpu", "cuda"});
+  c.cuda_graphs = v.boolean("job", "cuda_graphs");
+  if (c.cuda_graphs && c.device != "cuda") v.fail("job", "cuda_graphs", "needs device = cuda");
   c.threads = static_cast<int>(v.integer("job", "threads", 0));
 
   c.data_source = v.choice("data", "source", {"fashion-mnist", "hdf5", "synthetic"});

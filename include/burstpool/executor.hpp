@@ -65,10 +65,13 @@ class DeviceModel {
   virtual void from_host(const float* velocity) = 0;  // the reverse
   virtual std::string describe() const = 0;           // for the banner: which device
 };
-// The CUDA model on the GPU of this node-local rank, its work on streams of
-// `background`'s priority (the least) or the foreground's (the greatest).
-// Throws Error when the build has no CUDA backend or no GPU is visible.
-std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank, bool background = false);
+struct CudaOptions {
+  bool background = false;  // on the least-priority streams (a background job), else the greatest
+  bool graphs = false;      // CUDA graphs for training steps where they apply (src/cuda/gpu_model.hpp)
+};
+// The CUDA model on the GPU of this node-local rank. Throws Error when the
+// build has no CUDA backend or no GPU is visible.
+std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank, const CudaOptions& options = {});
 struct WaitSite;
 
 struct TimeSplit {

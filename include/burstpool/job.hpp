@@ -51,6 +51,7 @@ struct JobConfig {
   std::string model_path;  // resolved against the job file's folder
   uint64_t seed = 1;
   std::string device = "cpu";
+  bool cuda_graphs = false;  // [job] cuda_graphs
   int threads = 0;  // 0: automatic
 
   // [data]

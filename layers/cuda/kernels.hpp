@@ -96,12 +96,13 @@ void write_grad(float* dst, const float* src, size_t n, bool accumulate, cudaStr
 void global_avgpool_forward(const float* x, float* y, size_t planes, int hw, cudaStream_t stream);
 void global_avgpool_backward(const float* dy, float* dx, size_t planes, int hw, bool accumulate, cudaStream_t stream);
 
-// Dropout with the CPU layer's counter-based mask: `base` is the layer's key
-// for this step (cpu::dropout_step_key, layers/random.hpp), and sample s's
+// Dropout with the CPU layer's counter-based mask: `*base` (device memory,
+// so a captured CUDA graph reads each step's value) is the layer's key for
+// this step (cpu::dropout_step_key, layers/random.hpp), and sample s's
 // elements use mix64(base + sample_offset + s) + e. Forward and backward
 // apply the same mask.
-void dropout_apply(const float* x, float* y, int n, size_t per_sample, float p, uint64_t base, int64_t sample_offset,
-                   bool accumulate, cudaStream_t stream);
+void dropout_apply(const float* x, float* y, int n, size_t per_sample, float p, const uint64_t* base,
+                   int64_t sample_offset, bool accumulate, cudaStream_t stream);
 
 // Concatenation along channels of per-sample blocks: input i (per_i floats a
 // sample) lands at offset_i of each output sample (out_per floats).

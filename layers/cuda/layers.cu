@@ -41,12 +41,12 @@ __global__ void global_avgpool_backward_kernel(const float* dy, float* dx, size_
   if (i < planes * hw) dx[i] = combine(dx[i], dy[i / hw] / hw, accumulate);
 }
 
-__global__ void dropout_kernel(const float* x, float* y, int n, size_t per, float p, uint64_t base,
+__global__ void dropout_kernel(const float* x, float* y, int n, size_t per, float p, const uint64_t* base,
                                int64_t sample_offset, bool accumulate) {
   const size_t i = global_index();
   if (i >= per * n) return;
   const size_t s = i / per, e = i % per;
-  const uint64_t sample_key = mix64(base + static_cast<uint64_t>(sample_offset + static_cast<int64_t>(s)));
+  const uint64_t sample_key = mix64(*base + static_cast<uint64_t>(sample_offset + static_cast<int64_t>(s)));
   const float m = uniform01(sample_key + e) >= p ? 1.0f / (1.0f - p) : 0.0f;
   y[i] = combine(y[i], x[i] * m, accumulate);
 }
@@ -207,8 +207,8 @@ void global_avgpool_backward(const float* dy, float* dx, size_t planes, int hw, 
   check_launch();
 }
 
-void dropout_apply(const float* x, float* y, int n, size_t per, float p, uint64_t base, int64_t sample_offset,
-                   bool accumulate, cudaStream_t stream) {
+void dropout_apply(const float* x, float* y, int n, size_t per, float p, const uint64_t* base,
+                   int64_t sample_offset, bool accumulate, cudaStream_t stream) {
   if (n == 0) return;
   dropout_kernel<<<blocks_for(per * n), kThreads, 0, stream>>>(x, y, n, per, p, base, sample_offset, accumulate);
   check_launch();

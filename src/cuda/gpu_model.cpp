@@ -61,15 +61,19 @@ GpuModel::GpuModel(Model& host, Context& ctx) : host_(host), ctx_(ctx), stream_(
   labels_ = reinterpret_cast<int32_t*>(device(cap));
   bn_sums_ = reinterpret_cast<double*>(device(2 * (2 * widest + 1)));
   BP_CUDA_CHECK(cudaMallocHost(&host_sums_, (2 * widest + 1) * sizeof(double)));
+  keys_ = reinterpret_cast<uint64_t*>(device(2 * static_cast<size_t>(m.size())));
+  BP_CUDA_CHECK(cudaMallocHost(&host_keys_, m.size() * sizeof(uint64_t)));
   upload();
 }
 
 GpuModel::~GpuModel() {
+  drop_graphs();
   convs_.clear();
   pools_.clear();
   for (void* p : owned_) ctx_.allocator().deallocate(p);
   cudaFreeHost(host_sums_);
   cudaFreeHost(host_grads_);
+  cudaFreeHost(host_keys_);
   if (layer_done_) cudaEventDestroy(layer_done_);
   if (sums_done_) cudaEventDestroy(sums_done_);
 }
@@ -98,6 +102,59 @@ void GpuModel::join_ranks(DeviceRanks ranks) {
   } else {
     BP_CUDA_CHECK(cudaMallocHost(&host_grads_, std::max<size_t>(host_.param_count(), 1) * sizeof(float)));
   }
+}
+
+void GpuModel::write_dropout_keys(const burstpool::Context& ctx) {
+  for (int i = 0; i < host_.size(); ++i)
+    host_keys_[i] = host_.layer(i).type() == "dropout" ? cpu::dropout_step_key(ctx.seed, attrs_[i].salt, ctx.step) : 0;
+  // host_keys_ is written again only after this step's final synchronisation.
+  BP_CUDA_CHECK(cudaMemcpyAsync(keys_, host_keys_, host_.size() * sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
+}
+
+GpuModel::StepGraphs* GpuModel::step_graphs(const burstpool::Context& ctx) {
+  if (!graphs_ || !ctx.training || ctx.sum_over_group || before_layer_ || nccl_) return nullptr;
+  const size_t releases = ctx_.allocator().stats().releases;
+  if (releases != allocator_releases_) {  // workspaces a graph uses may have gone back to the device
+    drop_graphs();
+    allocator_releases_ = releases;
+  }
+  return &graphs_by_batch_[batch_];
+}
+
+void GpuModel::run_layers(cudaGraphExec_t* graph, bool* warm, const std::function<void()>& layers) {
+  if (!graph) return layers();
+  if (*graph) {
+    BP_CUDA_CHECK(cudaGraphLaunch(*graph, stream_));
+    return;
+  }
+  if (!*warm) {
+    layers();
+    *warm = true;
+    return;
+  }
+  // Relaxed: an allocation the warm-up did not make may still happen (and stays cached).
+  BP_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  cudaGraph_t captured = nullptr;
+  try {
+    layers();
+  } catch (...) {
+    cudaStreamEndCapture(stream_, &captured);
+    if (captured) cudaGraphDestroy(captured);
+    throw;
+  }
+  BP_CUDA_CHECK(cudaStreamEndCapture(stream_, &captured));
+  const cudaError_t made = cudaGraphInstantiate(graph, captured, 0);
+  cudaGraphDestroy(captured);
+  BP_CUDA_CHECK(made);
+  BP_CUDA_CHECK(cudaGraphLaunch(*graph, stream_));
+}
+
+void GpuModel::drop_graphs() {
+  for (auto& [batch, g] : graphs_by_batch_) {
+    if (g.forward) cudaGraphExecDestroy(g.forward);
+    if (g.backward) cudaGraphExecDestroy(g.backward);
+  }
+  graphs_by_batch_.clear();
 }
 
 // The CUDA device is per thread: a background job's model runs in its own thread.
@@ -195,7 +252,7 @@ void GpuModel::from_host(const float* velocity) {
 std::string GpuModel::describe() const {
   cudaDeviceProp prop{};
   BP_CUDA_CHECK(cudaGetDeviceProperties(&prop, ctx_.device()));
-  return fmt::format("GPU {} ({})", ctx_.device(), prop.name);
+  return fmt::format("GPU {} ({}){}", ctx_.device(), prop.name, graphs_ ? ", CUDA graphs" : "");
 }
 
 void GpuModel::gradients(float* host) const {
@@ -210,11 +267,15 @@ float GpuModel::forward(int batch, const float* images, const int32_t* labels, c
   const size_t in = static_cast<size_t>(batch) * host_.sample_shape().per_sample();
   BP_CUDA_CHECK(cudaMemcpyAsync(acts_[host_.input_layer()], images, in * sizeof(float), cudaMemcpyHostToDevice, stream_));
   BP_CUDA_CHECK(cudaMemcpyAsync(labels_, labels, batch * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-  for (int i = 0; i < host_.size(); ++i)
-    if (i != host_.input_layer()) {
-      next_piece();
-      forward_layer(i, base);
-    }
+  if (base.training) write_dropout_keys(base);
+  StepGraphs* graphs = step_graphs(base);
+  run_layers(graphs ? &graphs->forward : nullptr, graphs ? &graphs->forward_warm : nullptr, [&] {
+    for (int i = 0; i < host_.size(); ++i)
+      if (i != host_.input_layer()) {
+        next_piece();
+        forward_layer(i, base);
+      }
+  });
   float loss = 0;
   BP_CUDA_CHECK(cudaMemcpyAsync(&loss, loss_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
   BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -240,10 +301,6 @@ GpuModel::LayerView GpuModel::view(int i) const {
 
 // Parameters are laid out weight, then bias (when the layer has one).
 float* GpuModel::LayerView::bias(float* base, size_t weights) const { return param_count > weights ? base + weights : nullptr; }
-
-uint64_t GpuModel::LayerView::dropout_key(const burstpool::Context& ctx) const {
-  return cpu::dropout_step_key(ctx.seed, attrs.salt, ctx.step);
-}
 
 Geometry2d GpuModel::LayerView::geometry() const {
   Geometry2d g;
@@ -282,7 +339,7 @@ void GpuModel::forward_layer(int i, const burstpool::Context& ctx) {
     if (!ctx.training || prob == 0.0f)
       write_grad(y, x, v.out_n, false, stream_);
     else
-      dropout_apply(x, y, n, out.per_sample(), prob, v.dropout_key(ctx), ctx.sample_offset, false, stream_);
+      dropout_apply(x, y, n, out.per_sample(), prob, keys_ + i, ctx.sample_offset, false, stream_);
   } else if (type == "batchnorm2d") {
     const int c = in.c, hw = in.h * in.w;
     const float eps = v.attrs.eps, momentum = v.attrs.momentum;
@@ -313,12 +370,15 @@ void GpuModel::forward_layer(int i, const burstpool::Context& ctx) {
 
 void GpuModel::backward(const burstpool::Context& ctx) {
   use_device();
-  for (int i = host_.size() - 1; i >= 0; --i)
-    if (i != host_.input_layer()) {
-      next_piece();
-      backward_layer(i, ctx);
-      if (nccl_) start_gradient_sum(i);
-    }
+  StepGraphs* graphs = step_graphs(ctx);
+  run_layers(graphs ? &graphs->backward : nullptr, graphs ? &graphs->backward_warm : nullptr, [&] {
+    for (int i = host_.size() - 1; i >= 0; --i)
+      if (i != host_.input_layer()) {
+        next_piece();
+        backward_layer(i, ctx);
+        if (nccl_) start_gradient_sum(i);
+      }
+  });
   finish_gradient_sums();
 }
 
@@ -356,7 +416,7 @@ void GpuModel::backward_layer(int i, const burstpool::Context& ctx) {
     if (!ctx.training || prob == 0.0f)
       write_grad(dx, dy, v.out_n, acc(0), stream_);
     else
-      dropout_apply(dy, dx, n, out.per_sample(), prob, v.dropout_key(ctx), ctx.sample_offset, acc(0), stream_);
+      dropout_apply(dy, dx, n, out.per_sample(), prob, keys_ + i, ctx.sample_offset, acc(0), stream_);
   } else if (type == "batchnorm2d") {
     const int c = in.c, hw = in.h * in.w;
     bn_backward_sums(x, dy, layer_mean_[i], layer_invstd_[i], n, c, hw, bn_sums_, g, g + c, stream_);
@@ -391,9 +451,11 @@ void GpuModel::sgd_step(float lr, const SgdOptions& o) {
 
 namespace burstpool {
 
-std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank, bool background) {
-  const StreamRole work = background ? StreamRole::background : StreamRole::foreground;
-  return std::make_unique<cuda::GpuModel>(model, std::make_unique<cuda::Context>(local_rank, work));
+std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank, const CudaOptions& options) {
+  const StreamRole work = options.background ? StreamRole::background : StreamRole::foreground;
+  auto gpu = std::make_unique<cuda::GpuModel>(model, std::make_unique<cuda::Context>(local_rank, work));
+  gpu->set_graphs(options.graphs);
+  return gpu;
 }
 
 }  // namespace burstpool

@@ -12,7 +12,18 @@
 // sharing a GPU, or a background job) copied to pinned host memory after
 // backward and summed there by MPI. Batch norm sums its statistics over the
 // ranks through Context::sum_over_group (host memory, a few values).
+//
+// CUDA graphs (set_graphs): a training step's forward layers and backward
+// layers are each captured once per batch size, on the second step at that
+// size (the first runs eagerly, settling cuDNN algorithms, workspaces and
+// cuBLAS state), and replayed from then on, saving a launch per kernel. Only
+// where nothing inside waits for the host or changes between steps except
+// through device memory: training, no batch-norm group sums, no background
+// gate, no NCCL sums (other steps run eagerly). Dropout reads its per-step
+// key from device memory. A graph keeps the addresses of cached workspaces,
+// so graphs are captured again after the allocator hands its cache back.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -57,6 +68,7 @@ class GpuModel final : public DeviceModel {
   void join_ranks(DeviceRanks ranks) override;
   void set_before_layer(std::function<void()> hook) override { before_layer_ = std::move(hook); }
   bool uses_nccl() const { return nccl_ != nullptr; }
+  void set_graphs(bool on) { graphs_ = on; }
   void to_host(float* velocity) override;
   void from_host(const float* velocity) override;
   std::string describe() const override;
@@ -77,7 +89,6 @@ class GpuModel final : public DeviceModel {
     // Where the bias starts in `base` (parameters or gradients) after
     // `weights` floats, or nullptr when the layer has none.
     float* bias(float* base, size_t weights) const;
-    uint64_t dropout_key(const burstpool::Context& ctx) const;
     Geometry2d geometry() const;  // convolution and pooling, for this batch
   };
   LayerView view(int i) const;
@@ -90,6 +101,16 @@ class GpuModel final : public DeviceModel {
   void sum_over_group(double* sums, size_t count, const burstpool::Context& ctx);
   void start_gradient_sum(int i);  // NCCL: layer i's gradients, on the sync stream
   void finish_gradient_sums();     // all of them summed before the optimizer reads them
+  void write_dropout_keys(const burstpool::Context& ctx);  // this step's, into keys_
+  struct StepGraphs {  // one batch size's
+    cudaGraphExec_t forward = nullptr, backward = nullptr;
+    bool forward_warm = false, backward_warm = false;  // ran once eagerly
+  };
+  // The StepGraphs for this step when it may use graphs, else nullptr.
+  StepGraphs* step_graphs(const burstpool::Context& ctx);
+  // `layers` eagerly, or captured into *graph on its second run and replayed after.
+  void run_layers(cudaGraphExec_t* graph, bool* warm, const std::function<void()>& layers);
+  void drop_graphs();
 
   Model& host_;
   Context& ctx_;
@@ -115,6 +136,12 @@ class GpuModel final : public DeviceModel {
   float* host_grads_ = nullptr;  // pinned: gradients summed on the host
   double* host_sums_ = nullptr;  // pinned: batch-norm sums
   std::function<void()> before_layer_;
+
+  bool graphs_ = false;
+  std::map<int, StepGraphs> graphs_by_batch_;
+  size_t allocator_releases_ = 0;  // the allocator's count the graphs were captured under
+  uint64_t* keys_ = nullptr;       // device: each layer's dropout key for this step
+  uint64_t* host_keys_ = nullptr;  // pinned
 };
 
 }  // namespace burstpool::cuda

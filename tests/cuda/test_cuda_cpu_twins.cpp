@@ -186,7 +186,8 @@ TEST_F(CudaTwin, DropoutUsesTheCpuMask) {
   const Shape in{5, 2, 4, 3};
   CpuRun cpu({"dropout", Attrs{{"p", "0.3"}}, {in}});
   const LayerRig& r = cpu.rig;
-  const uint64_t base = cpu::dropout_step_key(r.ctx.seed, cpu::hash_name("under_test"), r.ctx.step);
+  const uint64_t key = cpu::dropout_step_key(r.ctx.seed, cpu::hash_name("under_test"), r.ctx.step);
+  const uint64_t* base = dev.put(&key, 1);
   float *x = dev.put(r.inputs[0]), *y = dev.get<float>(r.out.size()), *dy = dev.put(r.weights_r),
         *dx = dev.get<float>(r.inputs[0].size());
   cuda::dropout_apply(x, y, in.n, in.per_sample(), 0.3f, base, r.ctx.sample_offset, false, stream);

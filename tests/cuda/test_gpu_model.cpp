@@ -84,13 +84,15 @@ void expect_close(const float* gpu, const float* cpu, size_t n, const char* what
 
 // Three SGD steps of the same batch on the CPU Model and on the GPU, compared
 // at every step; `group_sum` (may be empty) is Context::sum_over_group for
-// both. Returns the GPU's first loss.
-float compare_three_steps(const std::function<void(double*, size_t)>& group_sum) {
+// both; `graphs`: CUDA graphs on the GPU (step 0 eager, step 1 captured,
+// step 2 replayed). Returns the GPU's first loss.
+float compare_three_steps(const std::function<void(double*, size_t)>& group_sum, bool graphs = false) {
   const ModelSpec spec = parse_model_ini(kModel, "gpu_twin.ini");
   const int n = 6;
   Model cpu(spec, n, 3), gpu_host(spec, n, 3);  // same seed: same initial weights
   cuda::Context device(0);
   cuda::GpuModel gpu(gpu_host, device);
+  gpu.set_graphs(graphs);
   std::vector<float> images(n * cpu.sample_shape().per_sample());
   std::vector<int32_t> labels(n);
   for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * cpu::uniform01(1000 + i) - 1;
@@ -129,6 +131,13 @@ float compare_three_steps(const std::function<void(double*, size_t)>& group_sum)
 TEST(GpuModel, MatchesTheCpuModel) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   compare_three_steps(nullptr);
+}
+
+// A replayed graph must see each step's dropout masks (keys in device
+// memory) and update the same buffers as the eager layers.
+TEST(GpuModel, CudaGraphsMatchTheCpuModel) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  compare_three_steps(nullptr, true);
 }
 
 // Batch norm on several ranks: the GPU must sum its statistics over the group

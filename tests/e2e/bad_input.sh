@@ -126,6 +126,8 @@ expect_error "unknown job key" "job_key\.ini:4: \[train\] unknown key 'batch_sis
 
 expect_error "bad --set" "--set train\.steps=many: \[train\] steps: 'many' is not an integer" \
   train "$src/jobs/fashion_mnist_mlp.ini" --set train.steps=many
+expect_error "CUDA graphs on the CPU" "\[job\] cuda_graphs: needs device = cuda" \
+  train "$src/jobs/fashion_mnist_mlp.ini" --set job.cuda_graphs=true
 
 expect_error "missing job file" "nowhere\.ini: cannot open file" train "$work/nowhere.ini"
 

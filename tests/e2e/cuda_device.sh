@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # [job] device = cuda end to end. With a GPU: 20 training steps of LeNet-5 on
-# the GPU end within float tolerance of the same steps on the CPU, 2 ranks on
+# the GPU, with and without CUDA graphs, end within float tolerance of the
+# same steps on the CPU, 2 ranks on
 # the GPU(s) within tolerance of 1 rank (checkpoints compared), and a
 # foreground on 2 ranks with a background job on the same GPU(s) both train.
 # Without one: the job stops at once with one line naming the job file and the
@@ -37,6 +38,10 @@ if "$bin" train "$work/job.ini" --set job.device=cuda --checkpoint "$work/gpu.h5
   "$bin" train "$work/job.ini" --checkpoint "$work/cpu.h5" >/dev/null || fail "cpu run failed"
   h5diff -d 1e-4 "$work/cpu.h5" "$work/gpu.h5" /weights /weights >"$work/diff.txt" ||
     fail "GPU weights differ from the CPU's by more than 1e-4: $(head -5 "$work/diff.txt")"
+  "$bin" train "$work/job.ini" --set job.device=cuda --set job.cuda_graphs=true --checkpoint "$work/graphs.h5" \
+    >"$work/graphs.out" 2>&1 || fail "GPU with CUDA graphs failed: $(tail -3 "$work/graphs.out")"
+  h5diff -d 1e-4 "$work/cpu.h5" "$work/graphs.h5" /weights /weights >"$work/diff_graphs.txt" ||
+    fail "GPU weights with CUDA graphs differ from the CPU's: $(head -5 "$work/diff_graphs.txt")"
   two "$work/job.ini" --set job.device=cuda --checkpoint "$work/gpu2.h5" >"$work/gpu2.out" 2>&1 ||
     fail "2 ranks on the GPU failed: $(tail -3 "$work/gpu2.out")"
   h5diff -d 1e-4 "$work/gpu.h5" "$work/gpu2.h5" /weights /weights >"$work/diff2.txt" ||
