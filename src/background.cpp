@@ -64,7 +64,6 @@ BackgroundJob::BackgroundJob(const JobConfig& job, MPI_Comm world, ForegroundGat
   session_ = std::make_unique<TrainingSession>(job, spec, data_parallel_plan(spec, size, job.batch_size), comm_);
   if (job.device == "cuda") {  // on the foreground's GPU, on the least urgent stream, gradients summed by MPI
     try {
-      session_->exec().check_device_plan();
       session_->exec().use_device(make_cuda_model(session_->model(), burstpool::world().local_rank, {true, job.cuda_graphs}), true);
     } catch (const Error& e) {
       throw Error(fmt::format("{}: [job] device = cuda: {}", job.file, e.what()));

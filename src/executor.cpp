@@ -82,17 +82,13 @@ Context Executor::layer_context(int layer, const Context& base, double* allreduc
   return ctx;
 }
 
-void Executor::check_device_plan() const {
-  for (int i = 0; i < model_->size(); ++i)
-    if (static_cast<int>(sets_[i].size()) != plan_.ranks)
-      throw Error(fmt::format("a device model runs data-parallel plans only so far: layer '{}' runs on {} of {} ranks",
-                              model_->layer(i).name(), sets_[i].size(), plan_.ranks));
-}
-
 void Executor::use_device(std::unique_ptr<DeviceModel> device, bool background) {
-  check_device_plan();
   device_ = std::move(device);
   device_->set_before_layer(before_layer_);
+  whole_on_device_ = true;
+  for (const RankSet& set : sets_) whole_on_device_ = whole_on_device_ && static_cast<int>(set.size()) == plan_.ranks;
+  on_host_.assign(model_->size(), false);
+  if (!whole_on_device_) return device_->use_slot_buffers(direct_);
   if (plan_.ranks == 1) return;
   const Communicator& all = groups_->group(sets_.front());
   DeviceRanks ranks;
@@ -120,7 +116,7 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
   batch_ = batch;
   labels_ = labels;
   for (int i = 0; i < m.size(); ++i) m.set_layer_batch(i, Plan::slice_of(sets_[i], rank_, batch).count);
-  if (device_) {
+  if (device_ && whole_on_device_) {
     // Every layer has the input layer's rank set and slicing (use_device).
     const int count = input_slice(batch).count;
     if (count == 0 && !base.training) return 0;  // a small last evaluation batch; evaluation sums nothing
@@ -133,42 +129,69 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
     times_.allreduce += reduce_seconds;
     return loss;
   }
+  // The host copy of the input also feeds slices sent from the input layer on the device path.
   if (holds(m.input_layer()) && m.layer_batch(m.input_layer()) > 0) m.load_batch(images);
+  if (device_) {
+    device_->load_input(images, m.layer_batch(m.input_layer()), labels, m.layer_batch(m.loss_layer()), base);
+    std::fill(on_host_.begin(), on_host_.end(), false);
+    on_host_[m.input_layer()] = true;
+  }
   double loss = 0;
   for (int i = 0; i < m.size(); ++i) {
     for (size_t s = 0; s < m.inputs(i).size(); ++s)
-      if (!direct_[i][s]) exchange_forward(i, static_cast<int>(s), batch);
+      if (!direct_[i][s]) {
+        if (device_) activation_to_host(m.inputs(i)[s]);
+        exchange_forward(i, static_cast<int>(s), batch);
+        if (device_ && holds(i)) copy_slot_in(i, static_cast<int>(s));
+      }
     // A held layer runs even on 0 samples (a small last evaluation batch), so
     // its group reductions (batch norm) still match across the group.
     if (!holds(i) || i == m.input_layer()) continue;
-    std::vector<const Tensor*> in;
-    std::vector<Tensor> views;
-    views.reserve(m.inputs(i).size());
-    for (size_t s = 0; s < m.inputs(i).size(); ++s) {
-      const int p = m.inputs(i)[s];
-      if (direct_[i][s]) {
-        in.push_back(&m.activation(p));
-      } else {
-        views.push_back(in_[i][s].view(m.layer(p).output_shape().with_batch(m.layer_batch(i))));
-        in.push_back(&views.back());
-      }
+    if (device_) {
+      if (m.layer_batch(i) == 0 && !base.training) continue;  // evaluation sums nothing over the group
+      timed_layer(i, base, [&](const Context& ctx) { device_->forward_layer(i, ctx); });
+      if (i == m.loss_layer()) loss = device_->loss();
+      if (i == m.logits_layer() && !base.training)  // evaluation reads them
+        device_->copy_out(DeviceModel::Buffer::activation, i, 0, m.activation(i).data(), m.activation(i).size());
+    } else {
+      forward_on_cpu(i, base);
+      if (i == m.loss_layer()) loss = m.activation(i).data()[0];
     }
-    if (before_layer_) before_layer_();
-    double reduce_seconds = 0;
-    const Context ctx = layer_context(i, base, &reduce_seconds);
-    const auto t0 = Clock::now();
-    m.layer(i).forward(in, m.activation(i), ctx);
-    times_.compute += seconds_since(t0) - reduce_seconds;
-    times_.allreduce += reduce_seconds;
-    layer_times_[i].allreduce += reduce_seconds;
-    if (i == m.loss_layer()) loss = m.activation(i).data()[0];
   }
   return loss;
 }
 
+void Executor::forward_on_cpu(int i, const Context& base) {
+  Model& m = *model_;
+  std::vector<const Tensor*> in;
+  std::vector<Tensor> views;
+  views.reserve(m.inputs(i).size());
+  for (size_t s = 0; s < m.inputs(i).size(); ++s) {
+    const int p = m.inputs(i)[s];
+    if (direct_[i][s]) {
+      in.push_back(&m.activation(p));
+    } else {
+      views.push_back(in_[i][s].view(m.layer(p).output_shape().with_batch(m.layer_batch(i))));
+      in.push_back(&views.back());
+    }
+  }
+  if (before_layer_) before_layer_();
+  timed_layer(i, base, [&](const Context& ctx) { m.layer(i).forward(in, m.activation(i), ctx); });
+}
+
+void Executor::timed_layer(int i, const Context& base, const std::function<void(const Context&)>& run) {
+  double reduce_seconds = 0;
+  const Context ctx = layer_context(i, base, &reduce_seconds);
+  const auto t0 = Clock::now();
+  run(ctx);
+  times_.compute += seconds_since(t0) - reduce_seconds;
+  times_.allreduce += reduce_seconds;
+  layer_times_[i].allreduce += reduce_seconds;
+}
+
 void Executor::backward(const Context& base) {
   Model& m = *model_;
-  if (device_) {
+  if (device_ && whole_on_device_) {
     double reduce_seconds = 0;
     device_reduce_seconds_ = 0;
     const Context ctx = layer_context(m.input_layer(), base, &reduce_seconds);
@@ -182,40 +205,16 @@ void Executor::backward(const Context& base) {
 
   for (int i = m.size() - 1; i >= 0; --i) {
     if (holds(i) && i != m.input_layer()) {
-      std::vector<const Tensor*> in;
-      std::vector<GradSlot> slots;
-      std::vector<Tensor> views, grad_views;
-      views.reserve(m.inputs(i).size());
-      grad_views.reserve(m.inputs(i).size());
-      for (size_t s = 0; s < m.inputs(i).size(); ++s) {
-        const int p = m.inputs(i)[s];
-        const bool data = p == m.input_layer();
-        if (direct_[i][s]) {
-          in.push_back(&m.activation(p));
-          slots.push_back({data ? nullptr : &m.gradient(p), m.accumulates(i, static_cast<int>(s))});
-        } else {
-          const Shape shape = m.layer(p).output_shape().with_batch(m.layer_batch(i));
-          views.push_back(in_[i][s].view(shape));
-          in.push_back(&views.back());
-          if (data) {
-            slots.push_back({nullptr, false});
-          } else {
-            grad_views.push_back(in_grad_[i][s].view(shape));
-            slots.push_back({&grad_views.back(), false});  // sent back, then overwritten or added there
-          }
-        }
-      }
-      if (before_layer_) before_layer_();
-      double reduce_seconds = 0;
-      const Context ctx = layer_context(i, base, &reduce_seconds);
-      const Tensor& dout = i == m.loss_layer() ? m.loss_seed() : m.gradient(i);
-      const auto t0 = Clock::now();
-      m.layer(i).backward(in, m.activation(i), dout, slots, ctx);
-      times_.compute += seconds_since(t0) - reduce_seconds;
-      times_.allreduce += reduce_seconds;
-      layer_times_[i].allreduce += reduce_seconds;
       const auto [offset, count] = m.param_range(i);
-      sync_->layer_ready(offset, count, groups_->group(sets_[i]));
+      const Communicator& group = groups_->group(sets_[i]);
+      if (device_) {
+        timed_layer(i, base, [&](const Context& ctx) { device_->backward_layer(i, ctx); });
+        if (count > 0 && group.size() > 1)  // summed on the host, uploaded after finish()
+          device_->copy_out(DeviceModel::Buffer::parameter_gradient, i, 0, m.grads().data() + offset, count);
+      } else {
+        backward_on_cpu(i, base);
+      }
+      sync_->layer_ready(offset, count, group);
       if (per_layer_allreduce_) {
         const double waited = sync_->finish();
         times_.allreduce += waited;
@@ -223,7 +222,11 @@ void Executor::backward(const Context& base) {
       }
     }
     for (size_t s = 0; s < m.inputs(i).size(); ++s)
-      if (!direct_[i][s] && m.inputs(i)[s] != m.input_layer()) exchange_backward(i, static_cast<int>(s), batch_);
+      if (!direct_[i][s] && m.inputs(i)[s] != m.input_layer()) {
+        if (device_) gradients_to_host(i, static_cast<int>(s));
+        exchange_backward(i, static_cast<int>(s), batch_);
+        if (device_) gradient_to_device(m.inputs(i)[s]);
+      }
     const auto t1 = Clock::now();
     sync_->progress();
     times_.allreduce += seconds_since(t1);
@@ -233,6 +236,77 @@ void Executor::backward(const Context& base) {
   times_.allreduce += sync_->finish();
   if (reduce_flag_) reduce_flag_->store(false);
   buckets_ = sync_->buckets_started() - before;
+  if (device_)
+    for (int i = 0; i < m.size(); ++i) {
+      const auto [offset, count] = m.param_range(i);
+      if (holds(i) && count > 0 && groups_->group(sets_[i]).size() > 1)
+        device_->copy_in(DeviceModel::Buffer::parameter_gradient, i, 0, m.grads().data() + offset, count);
+    }
+}
+
+void Executor::backward_on_cpu(int i, const Context& base) {
+  Model& m = *model_;
+  std::vector<const Tensor*> in;
+  std::vector<GradSlot> slots;
+  std::vector<Tensor> views, grad_views;
+  views.reserve(m.inputs(i).size());
+  grad_views.reserve(m.inputs(i).size());
+  for (size_t s = 0; s < m.inputs(i).size(); ++s) {
+    const int p = m.inputs(i)[s];
+    const bool data = p == m.input_layer();
+    if (direct_[i][s]) {
+      in.push_back(&m.activation(p));
+      slots.push_back({data ? nullptr : &m.gradient(p), m.accumulates(i, static_cast<int>(s))});
+    } else {
+      const Shape shape = m.layer(p).output_shape().with_batch(m.layer_batch(i));
+      views.push_back(in_[i][s].view(shape));
+      in.push_back(&views.back());
+      if (data) {
+        slots.push_back({nullptr, false});
+      } else {
+        grad_views.push_back(in_grad_[i][s].view(shape));
+        slots.push_back({&grad_views.back(), false});  // sent back, then overwritten or added there
+      }
+    }
+  }
+  if (before_layer_) before_layer_();
+  const Tensor& dout = i == m.loss_layer() ? m.loss_seed() : m.gradient(i);
+  timed_layer(i, base, [&](const Context& ctx) { m.layer(i).backward(in, m.activation(i), dout, slots, ctx); });
+}
+
+// Device path of burst plans: slices move between ranks through the host
+// Model's buffers, which the exchanges read and write as on the CPU path.
+void Executor::activation_to_host(int layer) {
+  Model& m = *model_;
+  if (on_host_[layer] || !holds(layer)) return;
+  device_->copy_out(DeviceModel::Buffer::activation, layer, 0, m.activation(layer).data(), m.activation(layer).size());
+  on_host_[layer] = true;  // once per step, however many consumers read it
+}
+
+void Executor::copy_slot_in(int layer, int slot) {
+  Model& m = *model_;
+  const size_t floats = m.layer(m.inputs(layer)[slot]).output_shape().per_sample() * m.layer_batch(layer);
+  device_->copy_in(DeviceModel::Buffer::slot_input, layer, slot, in_[layer][slot].data(), floats);
+}
+
+// Before exchange_backward of (layer, slot): the slot's input gradient, and
+// the producer's gradient when the exchange adds to what earlier consumers
+// left there (the Model's accumulate contract).
+void Executor::gradients_to_host(int layer, int slot) {
+  Model& m = *model_;
+  const int p = m.inputs(layer)[slot];
+  const size_t per = m.layer(p).output_shape().per_sample();
+  if (holds(layer))
+    device_->copy_out(DeviceModel::Buffer::slot_gradient, layer, slot, in_grad_[layer][slot].data(),
+                      per * m.layer_batch(layer));
+  if (holds(p) && m.accumulates(layer, slot))
+    device_->copy_out(DeviceModel::Buffer::gradient, p, 0, m.gradient(p).data(), m.gradient(p).size());
+}
+
+void Executor::gradient_to_device(int producer) {
+  Model& m = *model_;
+  if (holds(producer))
+    device_->copy_in(DeviceModel::Buffer::gradient, producer, 0, m.gradient(producer).data(), m.gradient(producer).size());
 }
 
 // Producer activations (its slicing) -> this layer's input buffer (its slicing).

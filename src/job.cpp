@@ -13,7 +13,7 @@ const std::vector<JobKey>& job_schema() {
       {"job", "name", "", "text", "Name used in progress output and metrics; default: the job file's name"},
       {"job", "model", "", "path", "Model file (.ini or .h5), relative to the job file's folder. Required"},
       {"job", "seed", "1", "integer", "Seed for weight initialisation, shuffling, dropout and synthetic data"},
-      {"job", "device", "cpu", "cpu | cuda", "Where layers run. cuda: the GPU of the rank's node-local rank (ranks may share one), data-parallel plans and ssgd only so far; a background job may say cuda too (docs/cuda.md); needs a build with the CUDA backend"},
+      {"job", "device", "cpu", "cpu | cuda", "Where layers run. cuda: the GPU of the rank's node-local rank (ranks may share one), any plan, ssgd only so far; a background job may say cuda too (docs/cuda.md); needs a build with the CUDA backend"},
       {"job", "cuda_graphs", "false", "boolean", "device = cuda: capture each training step's forward and backward layers in CUDA graphs and replay them, where nothing in them waits for the host (one rank or ranks sharing a GPU, no batch-norm group sums; docs/cuda.md)"},
       {"job", "threads", "0", "threads", "Threads per rank; 0: OMP_NUM_THREADS, else 1 under MPI with several ranks, else all cores"},
       {"data", "source", "fashion-mnist", "fashion-mnist | hdf5 | synthetic", "Where samples come from"},

@@ -108,7 +108,7 @@ void TrainingSession::backward() { exec_->backward(ctx_); }
 void TrainingSession::apply(int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
   if (DeviceModel* device = exec_->device())
-    device->sgd_step(schedule_.at(step), job_.sgd);
+    device->sgd_step(schedule_.at(step), job_.sgd, exec_->held_param_ranges());
   else
     sgd_->step(schedule_.at(step), exec_->held_param_ranges());
   exec_->times().compute += seconds_since(t0);

@@ -144,7 +144,6 @@ TrainResult train(const JobConfig& job) {
   const bool chatty = w.rank == 0;
   if (job.device == "cuda") {
     try {
-      exec.check_device_plan();
       exec.use_device(make_cuda_model(model, w.local_rank, {false, job.cuda_graphs}));
     } catch (const Error& e) {
       throw Error(fmt::format("{}: [job] device = cuda: {}", job.file, e.what()));

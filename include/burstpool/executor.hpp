@@ -44,10 +44,13 @@ struct DeviceRanks {
   bool allow_nccl = true;
 };
 
-// A copy of the model on an accelerator that runs a data-parallel plan's
-// forward, backward and SGD step instead of the CPU layers
-// (src/cuda/gpu_model.hpp). The CPU Model stays the reference: parameters,
-// state and momentum are moved between the two for checkpoints and resumes.
+// A copy of the model on an accelerator that runs forward, backward and the
+// SGD step instead of the CPU layers (src/cuda/gpu_model.hpp). The CPU Model
+// stays the reference: parameters, state and momentum are moved between the
+// two for checkpoints and resumes. A data-parallel plan runs the whole model
+// per call (forward, backward); a burst plan runs it layer by layer
+// (forward_layer, backward_layer), the executor moving slices between ranks
+// through host memory (copy_out, copy_in).
 class DeviceModel {
  public:
   virtual ~DeviceModel() = default;
@@ -60,7 +63,25 @@ class DeviceModel {
   virtual float forward(int batch, const float* images, const int32_t* labels, const Context& ctx) = 0;
   virtual void backward(const Context& ctx) = 0;
   virtual void logits(float* host) = 0;  // the last forward's logits
-  virtual void sgd_step(float lr, const SgdOptions& options) = 0;
+  // SGD on the parameter ranges given (those of the layers this rank runs).
+  virtual void sgd_step(float lr, const SgdOptions& options, const std::vector<std::pair<size_t, size_t>>& ranges) = 0;
+
+  // Burst plans. Each layer works on Model::layer_batch samples, which the
+  // executor sets. Input slots whose producer runs on another rank set
+  // (direct[layer][slot] false) get buffers of their own, in the layer's
+  // slicing.
+  virtual void use_slot_buffers(const std::vector<std::vector<bool>>& direct) = 0;
+  // This rank's input and loss slices, and this step's per-step values.
+  virtual void load_input(const float* images, int images_n, const int32_t* labels, int labels_n,
+                          const Context& ctx) = 0;
+  virtual void forward_layer(int layer, const Context& ctx) = 0;
+  virtual void backward_layer(int layer, const Context& ctx) = 0;  // parameter gradients overwritten
+  virtual float loss() = 0;  // after the loss layer's forward_layer
+  enum class Buffer { activation, gradient, slot_input, slot_gradient, parameter_gradient };
+  // `floats` values from the start of a layer's buffer (slot: for the slot
+  // buffers) to host memory and back. copy_out returns with the data there.
+  virtual void copy_out(Buffer what, int layer, int slot, float* host, size_t floats) = 0;
+  virtual void copy_in(Buffer what, int layer, int slot, const float* host, size_t floats) = 0;
   virtual void to_host(float* velocity) = 0;          // parameters, state into the Model; momentum into velocity
   virtual void from_host(const float* velocity) = 0;  // the reverse
   virtual std::string describe() const = 0;           // for the banner: which device
@@ -138,11 +159,11 @@ class Executor {
   // state() (Model::state_range). Collective over the world.
   void share_from_owners(float* flat, size_t size, bool state_layout);
 
-  // Hands forward, backward and the gradient sums of a data-parallel plan to
-  // `device` (CUDA). Collective over the plan's ranks. Throws Error for other
-  // plans.
+  // Hands the layers to `device` (CUDA). A data-parallel plan runs whole on
+  // the device, gradient sums included (collective over the plan's ranks);
+  // other plans run layer by layer, slices and gradient sums going through
+  // the host Model's buffers.
   void use_device(std::unique_ptr<DeviceModel> device, bool background = false);
-  void check_device_plan() const;  // throws Error unless the plan is one use_device runs
   DeviceModel* device() { return device_.get(); }
 
   TimeSplit& times() { return times_; }
@@ -152,6 +173,15 @@ class Executor {
   void exchange_forward(int layer, int slot, int batch);
   void exchange_backward(int layer, int slot, int batch);
   Context layer_context(int layer, const Context& base, double* allreduce_seconds) const;
+  void forward_on_cpu(int layer, const Context& base);
+  void backward_on_cpu(int layer, const Context& base);
+  // Runs one layer's work with its context, counting its time as compute
+  // and its batch-norm reductions as allreduce.
+  void timed_layer(int layer, const Context& base, const std::function<void(const Context&)>& run);
+  void activation_to_host(int layer);
+  void copy_slot_in(int layer, int slot);
+  void gradients_to_host(int layer, int slot);
+  void gradient_to_device(int producer);
 
   Plan plan_;
   std::unique_ptr<GroupCache> groups_;
@@ -171,6 +201,8 @@ class Executor {
   std::atomic<bool>* reduce_flag_ = nullptr;
   bool sync_batchnorm_ = true;
   std::unique_ptr<DeviceModel> device_;
+  bool whole_on_device_ = false;  // a data-parallel plan: DeviceModel::forward and backward
+  std::vector<bool> on_host_;     // burst plans: the layer's activations copied to the host this step
   std::chrono::steady_clock::time_point device_reduce_start_;
   double device_reduce_seconds_ = 0;  // the device model's waits for gradient sums, this step
   std::vector<std::vector<WaitSite>> wait_sites_;  // per layer: forward, backward wait per input slot

@@ -48,9 +48,12 @@ GpuModel::GpuModel(Model& host, Context& ctx) : host_(host), ctx_(ctx), stream_(
   const int cap = m.max_batch();
   size_t widest = 1;
   for (int i = 0; i < m.size(); ++i) {
-    const size_t per = m.layer(i).output_shape().per_sample();
-    acts_.push_back(device(per * cap));
-    act_grads_.push_back(i == m.input_layer() ? nullptr : device(per * cap));
+    const size_t per = m.layer(i).output_shape().per_sample() * m.capacity(i);  // 0: not run here
+    acts_.push_back(device(per));
+    act_grads_.push_back(i == m.input_layer() ? nullptr : device(per));
+    layer_n_.push_back(0);
+    slot_in_.emplace_back(m.inputs(i).size(), nullptr);
+    slot_grad_.emplace_back(m.inputs(i).size(), nullptr);
     widest = std::max<size_t>(widest, m.layer(i).output_shape().c);
     const bool bn = m.layer(i).type() == "batchnorm2d";
     layer_mean_.push_back(bn ? device(m.layer(i).output_shape().c) : nullptr);
@@ -157,6 +160,90 @@ void GpuModel::drop_graphs() {
   graphs_by_batch_.clear();
 }
 
+float* GpuModel::input(int i, size_t k) const {
+  return slot_in_[i][k] ? slot_in_[i][k] : acts_[host_.inputs(i)[k]];
+}
+
+float* GpuModel::input_grad(int i, size_t k) const {
+  const int p = host_.inputs(i)[k];
+  if (p == host_.input_layer()) return nullptr;
+  return slot_grad_[i][k] ? slot_grad_[i][k] : act_grads_[p];
+}
+
+void GpuModel::use_slot_buffers(const std::vector<std::vector<bool>>& direct) {
+  const Model& m = host_;
+  for (int i = 0; i < m.size(); ++i)
+    for (size_t k = 0; k < m.inputs(i).size(); ++k) {
+      if (direct[i][k] || m.capacity(i) == 0) continue;
+      const int p = m.inputs(i)[k];
+      const size_t floats = m.layer(p).output_shape().per_sample() * m.capacity(i);
+      slot_in_[i][k] = device(floats);
+      if (p != m.input_layer()) slot_grad_[i][k] = device(floats);
+    }
+}
+
+void GpuModel::load_input(const float* images, int images_n, const int32_t* labels, int labels_n,
+                          const burstpool::Context& ctx) {
+  use_device();
+  const size_t in = static_cast<size_t>(images_n) * host_.sample_shape().per_sample();
+  if (in > 0)
+    BP_CUDA_CHECK(cudaMemcpyAsync(acts_[host_.input_layer()], images, in * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  if (labels_n > 0)
+    BP_CUDA_CHECK(cudaMemcpyAsync(labels_, labels, labels_n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  if (ctx.training) write_dropout_keys(ctx);
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));  // host_keys_ may be rewritten from here on
+}
+
+void GpuModel::forward_layer(int layer, const burstpool::Context& ctx) {
+  use_device();
+  layer_n_[layer] = host_.layer_batch(layer);
+  next_piece();
+  launch_forward(layer, ctx);
+}
+
+void GpuModel::backward_layer(int layer, const burstpool::Context& ctx) {
+  use_device();
+  layer_n_[layer] = host_.layer_batch(layer);
+  next_piece();
+  launch_backward(layer, ctx);
+}
+
+float GpuModel::loss() {
+  float loss = 0;
+  BP_CUDA_CHECK(cudaMemcpyAsync(&loss, loss_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return loss;
+}
+
+float* GpuModel::buffer(Buffer what, int layer, int slot) const {
+  switch (what) {
+    case Buffer::activation: return acts_[layer];
+    case Buffer::gradient: return act_grads_[layer];
+    case Buffer::slot_input: return slot_in_[layer][slot];
+    case Buffer::slot_gradient: return slot_grad_[layer][slot];
+    case Buffer::parameter_gradient: return grads_ + host_.param_range(layer).first;
+  }
+  return nullptr;
+}
+
+void GpuModel::copy_out(Buffer what, int layer, int slot, float* host, size_t floats) {
+  if (floats == 0) return;
+  use_device();
+  const float* from = buffer(what, layer, slot);
+  BP_CHECK(from, "layer {} slot {}: no such device buffer", layer, slot);
+  BP_CUDA_CHECK(cudaMemcpyAsync(host, from, floats * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void GpuModel::copy_in(Buffer what, int layer, int slot, const float* host, size_t floats) {
+  if (floats == 0) return;
+  use_device();
+  float* to = buffer(what, layer, slot);
+  BP_CHECK(to, "layer {} slot {}: no such device buffer", layer, slot);
+  // From pageable memory: the copy has read `host` when this returns.
+  BP_CUDA_CHECK(cudaMemcpyAsync(to, host, floats * sizeof(float), cudaMemcpyHostToDevice, stream_));
+}
+
 // The CUDA device is per thread: a background job's model runs in its own thread.
 void GpuModel::use_device() const { BP_CUDA_CHECK(cudaSetDevice(ctx_.device())); }
 
@@ -230,7 +317,7 @@ void GpuModel::download() {
 void GpuModel::logits(float* host) {
   use_device();
   const int i = host_.logits_layer();
-  const size_t n = static_cast<size_t>(batch_) * host_.layer(i).output_shape().per_sample();
+  const size_t n = static_cast<size_t>(layer_n_[i]) * host_.layer(i).output_shape().per_sample();
   BP_CUDA_CHECK(cudaMemcpyAsync(host, acts_[i], n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
@@ -268,12 +355,13 @@ float GpuModel::forward(int batch, const float* images, const int32_t* labels, c
   BP_CUDA_CHECK(cudaMemcpyAsync(acts_[host_.input_layer()], images, in * sizeof(float), cudaMemcpyHostToDevice, stream_));
   BP_CUDA_CHECK(cudaMemcpyAsync(labels_, labels, batch * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
   if (base.training) write_dropout_keys(base);
+  std::fill(layer_n_.begin(), layer_n_.end(), batch);
   StepGraphs* graphs = step_graphs(base);
   run_layers(graphs ? &graphs->forward : nullptr, graphs ? &graphs->forward_warm : nullptr, [&] {
     for (int i = 0; i < host_.size(); ++i)
       if (i != host_.input_layer()) {
         next_piece();
-        forward_layer(i, base);
+        launch_forward(i, base);
       }
   });
   float loss = 0;
@@ -289,11 +377,11 @@ GpuModel::LayerView GpuModel::view(int i) const {
   return {l,
           attrs_[i],
           ins,
-          batch_,
+          layer_n_[i],
           in,
           out,
-          out.per_sample() * batch_,
-          acts_[ins[0]],
+          out.per_sample() * layer_n_[i],
+          input(i, 0),
           acts_[i],
           params_ + host_.param_range(i).first,
           host_.param_range(i).second};
@@ -309,7 +397,7 @@ Geometry2d GpuModel::LayerView::geometry() const {
   return g;
 }
 
-void GpuModel::forward_layer(int i, const burstpool::Context& ctx) {
+void GpuModel::launch_forward(int i, const burstpool::Context& ctx) {
   const LayerView v = view(i);
   const std::string& type = v.layer.type();
   const int n = v.n;
@@ -353,12 +441,12 @@ void GpuModel::forward_layer(int i, const burstpool::Context& ctx) {
     bn_apply(x, p, p + c, layer_mean_[i], layer_invstd_[i], y, n, c, hw, stream_);
   } else if (type == "add") {
     write_grad(y, x, v.out_n, false, stream_);
-    for (size_t k = 1; k < v.ins.size(); ++k) write_grad(y, acts_[v.ins[k]], v.out_n, true, stream_);
+    for (size_t k = 1; k < v.ins.size(); ++k) write_grad(y, input(i, k), v.out_n, true, stream_);
   } else if (type == "concat") {
     size_t offset = 0;
-    for (int pi : v.ins) {
-      const size_t per = host_.layer(pi).output_shape().per_sample();
-      concat_forward_part(acts_[pi], y, n, per, offset, out.per_sample(), stream_);
+    for (size_t k = 0; k < v.ins.size(); ++k) {
+      const size_t per = host_.layer(v.ins[k]).output_shape().per_sample();
+      concat_forward_part(input(i, k), y, n, per, offset, out.per_sample(), stream_);
       offset += per;
     }
   } else if (type == "softmax_cross_entropy") {
@@ -375,14 +463,14 @@ void GpuModel::backward(const burstpool::Context& ctx) {
     for (int i = host_.size() - 1; i >= 0; --i)
       if (i != host_.input_layer()) {
         next_piece();
-        backward_layer(i, ctx);
+        launch_backward(i, ctx);
         if (nccl_) start_gradient_sum(i);
       }
   });
   finish_gradient_sums();
 }
 
-void GpuModel::backward_layer(int i, const burstpool::Context& ctx) {
+void GpuModel::launch_backward(int i, const burstpool::Context& ctx) {
   const LayerView v = view(i);
   const std::string& type = v.layer.type();
   const int n = v.n;
@@ -392,8 +480,9 @@ void GpuModel::backward_layer(int i, const burstpool::Context& ctx) {
   float* dy = act_grads_[i];
   float* g = grads_ + host_.param_range(i).first;
   // Input gradient of slot k: none for the data layer.
-  auto dx_of = [&](size_t k) { return ins[k] == host_.input_layer() ? nullptr : act_grads_[ins[k]]; };
-  auto acc = [&](size_t k) { return host_.accumulates(i, static_cast<int>(k)); };
+  auto dx_of = [&](size_t k) { return input_grad(i, k); };
+  // A slot buffer of its own is overwritten: the executor adds it to the producer's gradient.
+  auto acc = [&](size_t k) { return !slot_grad_[i][k] && host_.accumulates(i, static_cast<int>(k)); };
   float* dx = dx_of(0);
   if (type == "conv2d") {
     const Geometry2d geo = v.geometry();
@@ -440,10 +529,11 @@ void GpuModel::backward_layer(int i, const burstpool::Context& ctx) {
   }
 }
 
-void GpuModel::sgd_step(float lr, const SgdOptions& o) {
+void GpuModel::sgd_step(float lr, const SgdOptions& o, const std::vector<std::pair<size_t, size_t>>& ranges) {
   use_device();
-  sgd_kernel_launch(params_, grads_, velocity_, host_.param_count(), lr, o.momentum, o.weight_decay, o.nesterov,
-                    stream_);
+  for (const auto& [offset, count] : ranges)
+    sgd_kernel_launch(params_ + offset, grads_ + offset, velocity_ + offset, count, lr, o.momentum, o.weight_decay,
+                      o.nesterov, stream_);
   BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 

@@ -64,7 +64,15 @@ class GpuModel final : public DeviceModel {
   void backward(const burstpool::Context& ctx) override;
   void logits(float* host) override;
   // The PyTorch momentum rule, as Sgd::step.
-  void sgd_step(float lr, const SgdOptions& options) override;
+  void sgd_step(float lr, const SgdOptions& options, const std::vector<std::pair<size_t, size_t>>& ranges) override;
+  void use_slot_buffers(const std::vector<std::vector<bool>>& direct) override;
+  void load_input(const float* images, int images_n, const int32_t* labels, int labels_n,
+                  const burstpool::Context& ctx) override;
+  void forward_layer(int layer, const burstpool::Context& ctx) override;
+  void backward_layer(int layer, const burstpool::Context& ctx) override;
+  float loss() override;
+  void copy_out(Buffer what, int layer, int slot, float* host, size_t floats) override;
+  void copy_in(Buffer what, int layer, int slot, const float* host, size_t floats) override;
   void join_ranks(DeviceRanks ranks) override;
   void set_before_layer(std::function<void()> hook) override { before_layer_ = std::move(hook); }
   bool uses_nccl() const { return nccl_ != nullptr; }
@@ -93,8 +101,11 @@ class GpuModel final : public DeviceModel {
   };
   LayerView view(int i) const;
   float* device(size_t floats);
-  void forward_layer(int i, const burstpool::Context& ctx);
-  void backward_layer(int i, const burstpool::Context& ctx);
+  void launch_forward(int i, const burstpool::Context& ctx);   // on layer_n_[i] samples
+  void launch_backward(int i, const burstpool::Context& ctx);
+  float* input(int i, size_t k) const;       // slot k's input: its own buffer, or the producer's activations
+  float* input_grad(int i, size_t k) const;  // where slot k's input gradient goes; nullptr for the data layer
+  float* buffer(Buffer what, int layer, int slot) const;
   void use_device() const;  // makes this model's GPU the calling thread's
   void next_piece();  // the before-layer hook, once the last layer's work is done
   // Batch-norm sums (count doubles on the device) over the ranks, if ctx sums over a group.
@@ -119,7 +130,9 @@ class GpuModel final : public DeviceModel {
   int batch_ = 0;
   std::vector<void*> owned_;
   float *params_ = nullptr, *grads_ = nullptr, *state_ = nullptr, *velocity_ = nullptr;
-  std::vector<float*> acts_, act_grads_;
+  std::vector<float*> acts_, act_grads_;          // per layer, sized by its capacity on this rank
+  std::vector<std::vector<float*>> slot_in_, slot_grad_;  // per input slot; nullptr: the producer's buffers
+  std::vector<int> layer_n_;                       // each layer's samples in this step
   float* loss_ = nullptr;
   float* prob_ = nullptr;
   int32_t* labels_ = nullptr;

@@ -120,7 +120,7 @@ float compare_three_steps(const std::function<void(double*, size_t)>& group_sum,
     gpu.gradients(grads.data());
     expect_close(grads.data(), cpu.grads().data(), grads.size(), "parameter gradients");
     sgd.step(0.05f);
-    gpu.sgd_step(0.05f, sgd_options);
+    gpu.sgd_step(0.05f, sgd_options, {{0, cpu.param_count()}});
   }
   gpu.download();
   expect_close(gpu_host.params().data(), cpu.params().data(), cpu.param_count(), "parameters after 3 SGD steps");

@@ -2,7 +2,9 @@
 // parameters (and batch-norm statistics) of one rank training the same global
 // batch. Tolerance: |a - b| <= 2e-5 + 1e-4 |b| per value after 3 SGD steps;
 // the only differences are float summation orders (slice-wise GEMMs, the
-// allreduce, batch-norm sums).
+// allreduce, batch-norm sums). Burst plans also run through the executor's
+// device path with a pretend device in host memory (mirror_device.hpp),
+// which must give the CPU path's results bit for bit.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -12,6 +14,7 @@
 #include "burstpool/model_io.hpp"
 #include "burstpool/optimizer.hpp"
 #include "kernels.hpp"
+#include "mirror_device.hpp"
 
 namespace burstpool {
 namespace {
@@ -99,9 +102,10 @@ Batch batch_of_step(const Model& m, int step) {
 
 // Trains kSteps on `comm` under `plan`; returns every parameter and state
 // value as the layers' owners hold them.
-std::vector<float> train(const ModelSpec& spec, const Plan& plan, MPI_Comm comm) {
+std::vector<float> train(const ModelSpec& spec, const Plan& plan, MPI_Comm comm, bool mirror_device = false) {
   Executor exec(spec, plan, comm, 42, 64);  // tiny buckets: many reductions
   Model& m = exec.model();
+  if (mirror_device) exec.use_device(std::make_unique<MirrorDevice>(m));
   Sgd sgd(m, {0.9f, true, 0.01f});
   Context ctx;
   ctx.seed = 5;
@@ -119,6 +123,12 @@ std::vector<float> train(const ModelSpec& spec, const Plan& plan, MPI_Comm comm)
   std::vector<float> out(m.params().data(), m.params().data() + m.params().size());
   out.insert(out.end(), m.state().data(), m.state().data() + m.state().size());
   return out;
+}
+
+bool is_data_parallel(const Plan& plan) {
+  for (const RankSet& set : plan.layer_ranks)
+    if (static_cast<int>(set.size()) != plan.ranks) return false;
+  return true;
 }
 
 Plan plan_from(const ModelSpec& spec, const std::map<std::string, RankSet>& sets) {
@@ -147,6 +157,10 @@ void expect_same_as_one_rank(const Plan& plan) {
                     << reference[i];
   }
   EXPECT_EQ(bad, 0) << "largest difference " << worst;
+  if (!is_data_parallel(plan)) {  // data-parallel plans run whole on a device: GpuModel's path
+    const std::vector<float> device_path = train(spec, plan, MPI_COMM_WORLD, true);
+    EXPECT_EQ(device_path, parallel) << "the device path of a burst plan differs from the CPU path";
+  }
   // The run must have changed the parameters, or the comparison proves nothing.
   ModelSpec again = parse_model_ini(kModel, "equivalence.ini");
   Model fresh(again, 1, 42);
