@@ -5,8 +5,9 @@
 # carried Open MPI, burstpool itself: tests/e2e/cuda_device.sh (GPU against
 # CPU, 2 ranks against 1 on the GPU, a background job on the GPU), CUDA
 # graphs against eager launches (LeNet-5, where launches weigh most), and the
-# multiplexing figure (2 ranks sharing the GPU: a data-parallel small-VGG
-# foreground, a small-VGG background on the low-priority stream). Needs
+# multiplexing figure (2 ranks sharing the GPU: a small-VGG foreground with a
+# burst plan and data parallel, a small-VGG background on the low-priority
+# stream). Needs
 # gpu-run/ from scripts/pack-gpu-run.sh, carried to the GPU machine.
 # Writes log.txt and the JSON results under OUTDIR (at most 8 files come back).
 # Usage: perf/gpu_check.sh OUTDIR
@@ -78,26 +79,47 @@ print("LeNet-5 batch 32 samples/s, median of 3: eager", rate["false"], "graphs",
 PY
 
 section "multiplexing on one GPU, 2 ranks"
+# Small-VGG foreground (batch 32) with the "alternate" burst plan (each layer
+# on one rank, the ranks taking turns) and data parallel, each alone and with
+# a data-parallel small-VGG background (batch 64) on the GPU's least-priority
+# stream; as perf/multiplex.py does on CPUs.
 mux=/tmp/gpu-run/mux
-sed -e "s|^model = ../models/|model = $PWD/jobs/models/|" -e '/^\[parallel\]$/d' -e '/^plan = /d' \
-  -e "s|^job = background_vgg_small.ini|job = $mux/bg.ini|" jobs/multiplex/foreground_vgg_small.ini >"$mux/fg.ini"
 sed -e "s|^model = ../models/|model = $PWD/jobs/models/|" -e 's/^\[job\]$/[job]\ndevice = cuda/' \
   jobs/multiplex/background_vgg_small.ini >"$mux/bg.ini"
-for run in alone shared; do
-  extra=()
-  [[ $run == alone ]] && extra=(--set background.job=none)
-  (unset OMPI_MCA_mpi_yield_when_idle
-   timeout 240 mpirun -np 2 gpu-run/burstpool train "$mux/fg.ini" --set job.device=cuda --set train.steps=1000 \
-     --set train.log_every=250 "${extra[@]}" --metrics "$out/multiplex_$run.json") >>"$log" 2>&1
-  echo "multiplex $run: exit $?" | tee -a "$log"
+for plan in alternate data_parallel; do
+  sed -e "s|^model = ../models/|model = $PWD/jobs/models/|" \
+    -e "s|^plan = .*|plan = $PWD/jobs/multiplex/vgg_small_alternate_2ranks.json|" \
+    -e "s|^job = background_vgg_small.ini|job = $mux/bg.ini|" jobs/multiplex/foreground_vgg_small.ini >"$mux/fg_$plan.ini"
+  [[ $plan == data_parallel ]] && sed -i -e '/^\[parallel\]$/d' -e '/^plan = /d' "$mux/fg_$plan.ini"
+  for run in alone shared; do
+    extra=()
+    [[ $run == alone ]] && extra=(--set background.job=none)
+    (unset OMPI_MCA_mpi_yield_when_idle
+     timeout 240 mpirun -np 2 gpu-run/burstpool train "$mux/fg_$plan.ini" --set job.device=cuda --set train.steps=1000 \
+       --set train.log_every=250 "${extra[@]}" --metrics "$mux/${plan}_$run.json") >>"$log" 2>&1
+    echo "multiplex $plan $run: exit $?" | tee -a "$log"
+  done
 done
-python3 - "$out" <<'PY' 2>&1 | tee -a "$log"
-import json, sys
-d = sys.argv[1]
-alone, shared = (json.load(open(f"{d}/multiplex_{r}.json")) for r in ("alone", "shared"))
-fg_alone = alone["samples_per_second"]
-print("foreground alone", fg_alone, "samples/s; shared", shared["foreground_samples_per_second"],
-      "; slowdown vs separate run", fg_alone / shared["foreground_samples_per_second"],
-      "; slowdown (metrics)", shared["foreground_slowdown"], "; background", shared["background_samples_per_second"],
-      "samples/s; cluster throughput", shared["cluster_throughput"])
+python3 - "$mux" "$out/multiplex.json" <<'PY' 2>&1 | tee -a "$log"
+import json, os, sys
+mux, out = sys.argv[1], sys.argv[2]
+summary = {}
+for plan in ("alternate", "data_parallel"):
+    paths = [f"{mux}/{plan}_{run}.json" for run in ("alone", "shared")]
+    if not all(os.path.exists(p) for p in paths):
+        summary[plan] = "a run failed: see log.txt"
+        continue
+    alone, shared = (json.load(open(p)) for p in paths)
+    summary[plan] = {
+        "foreground_alone_samples_per_second": alone["samples_per_second"],
+        "foreground_shared_samples_per_second": shared["foreground_samples_per_second"],
+        "slowdown_vs_separate_run": alone["samples_per_second"] / shared["foreground_samples_per_second"],
+        "foreground_slowdown": shared["foreground_slowdown"],
+        "background_samples_per_second": shared["background_samples_per_second"],
+        "cluster_throughput": shared["cluster_throughput"],
+        "background": shared["background"],
+    }
+json.dump(summary, open(out, "w"), indent=1)
+for plan, s in summary.items():
+    print(plan, s if isinstance(s, str) else {k: v for k, v in s.items() if k != "background"})
 PY
