@@ -10,6 +10,8 @@
 # stream). Needs
 # gpu-run/ from scripts/pack-gpu-run.sh, carried to the GPU machine.
 # Writes log.txt and the JSON results under OUTDIR (at most 8 files come back).
+# Every step has a timeout, so one hang cannot use up the lease; about 5
+# minutes in all is expected on an H200.
 # Usage: perf/gpu_check.sh OUTDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,16 +31,16 @@ ldd gpu-run/burstpool_cuda_tests gpu-run/burstpool | grep "not found" >>"$log"
 nvidia-smi >>"$log" 2>&1
 
 section "CUDA tests"
-gpu-run/burstpool_cuda_tests --gtest_output=json:"$out/cuda_tests.json" >>"$log" 2>&1
+timeout 180 gpu-run/burstpool_cuda_tests --gtest_output=json:"$out/cuda_tests.json" >>"$log" 2>&1
 echo "cuda tests: exit $?" | tee -a "$log"
 
 section "vgg16 layers, batch 32"
-gpu-run/bp_gpu_layers jobs/models/vgg16.ini --batch 32 --repeats 20 --out "$out/vgg16_layers.json" >>"$log" 2>&1
+timeout 180 gpu-run/bp_gpu_layers jobs/models/vgg16.ini --batch 32 --repeats 20 --out "$out/vgg16_layers.json" >>"$log" 2>&1
 rc=$?
 tail -1 "$log"  # the benchmark's summary line
 echo "layer benchmark: exit $rc" | tee -a "$log"
 if python3 -c "import torch" 2>/dev/null; then
-  python3 perf/torch_gpu_peer.py jobs/models/vgg16.ini --batch 32 >"$out/torch_vgg16.json" 2>>"$log"
+  timeout 180 python3 perf/torch_gpu_peer.py jobs/models/vgg16.ini --batch 32 >"$out/torch_vgg16.json" 2>>"$log"
   cat "$out/torch_vgg16.json"
 else
   echo "no PyTorch on this machine" | tee "$out/torch_vgg16.json"
@@ -64,7 +66,7 @@ echo "e2e cuda_device: exit $?" | tee -a "$log"
 section "CUDA graphs, LeNet-5 at batch 32 on one rank: samples/s, 3 alternating runs each"
 for round in 1 2 3; do
   for graphs in false true; do
-    gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set data.source=synthetic --set job.device=cuda \
+    timeout 60 gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set data.source=synthetic --set job.device=cuda \
       --set job.cuda_graphs=$graphs --set train.batch_size=32 --steps 3000 --set data.synthetic_test_samples=0 \
       --metrics /tmp/gpu-run/graphs_${graphs}_$round.json >>"$log" 2>&1
     echo "graphs=$graphs round $round: exit $?" | tee -a "$log"
