@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "burstpool/device_model.hpp"
 #include "burstpool/layer.hpp"
 #include "burstpool/model.hpp"
 #include "burstpool/optimizer.hpp"
@@ -31,68 +32,6 @@ namespace burstpool {
 class GroupCache;
 class GradientSync;
 
-// The ranks a device model trains with (a data-parallel plan): after each
-// backward their gradients are summed, and batch norm sums its statistics
-// over them (Context::sum_over_group).
-struct DeviceRanks {
-  MPI_Comm comm = MPI_COMM_NULL;                  // all of them; NCCL's unique id goes over it
-  std::function<void(float*, size_t)> host_sum;   // sums floats in host memory over them, in place
-  std::function<void(bool)> reducing;             // told when a wait for a gradient sum starts and ends
-  // NCCL when every rank has a GPU of its own (else the sums go through
-  // host_sum). A background job says false: two NCCL communicators driven
-  // from two threads on the same GPUs can deadlock.
-  bool allow_nccl = true;
-};
-
-// A copy of the model on an accelerator that runs forward, backward and the
-// SGD step instead of the CPU layers (src/cuda/gpu_model.hpp). The CPU Model
-// stays the reference: parameters, state and momentum are moved between the
-// two for checkpoints and resumes. A data-parallel plan runs the whole model
-// per call (forward, backward); a burst plan runs it layer by layer
-// (forward_layer, backward_layer), the executor moving slices between ranks
-// through host memory (copy_out, copy_in).
-class DeviceModel {
- public:
-  virtual ~DeviceModel() = default;
-  // Collective over ranks.comm (every rank calls it). Not called on one rank.
-  virtual void join_ranks(DeviceRanks ranks) = 0;
-  // Runs before each layer's forward and backward is launched, after the
-  // previous layer's work has finished: a background job's gate, so its work
-  // goes to the device in pieces of one layer. Empty: no hook, no waiting.
-  virtual void set_before_layer(std::function<void()> hook) = 0;
-  virtual float forward(int batch, const float* images, const int32_t* labels, const Context& ctx) = 0;
-  virtual void backward(const Context& ctx) = 0;
-  virtual void logits(float* host) = 0;  // the last forward's logits
-  // SGD on the parameter ranges given (those of the layers this rank runs).
-  virtual void sgd_step(float lr, const SgdOptions& options, const std::vector<std::pair<size_t, size_t>>& ranges) = 0;
-
-  // Burst plans. Each layer works on Model::layer_batch samples, which the
-  // executor sets. Input slots whose producer runs on another rank set
-  // (direct[layer][slot] false) get buffers of their own, in the layer's
-  // slicing.
-  virtual void use_slot_buffers(const std::vector<std::vector<bool>>& direct) = 0;
-  // This rank's input and loss slices, and this step's per-step values.
-  virtual void load_input(const float* images, int images_n, const int32_t* labels, int labels_n,
-                          const Context& ctx) = 0;
-  virtual void forward_layer(int layer, const Context& ctx) = 0;
-  virtual void backward_layer(int layer, const Context& ctx) = 0;  // parameter gradients overwritten
-  virtual float loss() = 0;  // after the loss layer's forward_layer
-  enum class Buffer { activation, gradient, slot_input, slot_gradient, parameter_gradient };
-  // `floats` values from the start of a layer's buffer (slot: for the slot
-  // buffers) to host memory and back. copy_out returns with the data there.
-  virtual void copy_out(Buffer what, int layer, int slot, float* host, size_t floats) = 0;
-  virtual void copy_in(Buffer what, int layer, int slot, const float* host, size_t floats) = 0;
-  virtual void to_host(float* velocity) = 0;          // parameters, state into the Model; momentum into velocity
-  virtual void from_host(const float* velocity) = 0;  // the reverse
-  virtual std::string describe() const = 0;           // for the banner: which device
-};
-struct CudaOptions {
-  bool background = false;  // on the least-priority streams (a background job), else the greatest
-  bool graphs = false;      // CUDA graphs for training steps where they apply (src/cuda/gpu_model.hpp)
-};
-// The CUDA model on the GPU of this node-local rank. Throws Error when the
-// build has no CUDA backend or no GPU is visible.
-std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank, const CudaOptions& options = {});
 struct WaitSite;
 
 struct TimeSplit {
