@@ -56,6 +56,7 @@ GpuModel::GpuModel(Model& host, Context& ctx) : host_(host), ctx_(ctx), stream_(
     slot_grad_.emplace_back(m.inputs(i).size(), nullptr);
     widest = std::max<size_t>(widest, m.layer(i).output_shape().c);
     const bool bn = m.layer(i).type() == "batchnorm2d";
+    has_batchnorm_ = has_batchnorm_ || bn;
     layer_mean_.push_back(bn ? device(m.layer(i).output_shape().c) : nullptr);
     layer_invstd_.push_back(bn ? device(m.layer(i).output_shape().c) : nullptr);
   }
@@ -115,7 +116,8 @@ void GpuModel::write_dropout_keys(const burstpool::Context& ctx) {
 }
 
 GpuModel::StepGraphs* GpuModel::step_graphs(const burstpool::Context& ctx) {
-  if (!graphs_ || !ctx.training || ctx.sum_over_group || before_layer_ || nccl_) return nullptr;
+  const bool group_sums = ctx.sum_over_group && has_batchnorm_;  // they wait for the host
+  if (!graphs_ || !ctx.training || group_sums || before_layer_ || nccl_) return nullptr;
   const size_t releases = ctx_.allocator().stats().releases;
   if (releases != allocator_releases_) {  // workspaces a graph uses may have gone back to the device
     drop_graphs();

@@ -151,6 +151,7 @@ class GpuModel final : public DeviceModel {
   std::function<void()> before_layer_;
 
   bool graphs_ = false;
+  bool has_batchnorm_ = false;
   std::map<int, StepGraphs> graphs_by_batch_;
   size_t allocator_releases_ = 0;  // the allocator's count the graphs were captured under
   uint64_t* keys_ = nullptr;       // device: each layer's dropout key for this step
