@@ -3,8 +3,9 @@
 # the CUDA layers against their CPU twins, the per-layer vgg16 benchmark at
 # batch 32, PyTorch on the same GPU when it is installed there, and, with the
 # carried Open MPI, burstpool itself: tests/e2e/cuda_device.sh (GPU against
-# CPU, 2 ranks against 1 on the GPU, a background job on the GPU), CUDA
-# graphs against eager launches (LeNet-5, where launches weigh most), and the
+# CPU, 2 ranks against 1 on the GPU, a burst plan, a background job on the
+# GPU), whole training steps of LeNet-5 and vgg16 with and without CUDA
+# graphs, and the
 # multiplexing figure (2 ranks sharing the GPU: a small-VGG foreground with a
 # burst plan and data parallel, a small-VGG background on the low-priority
 # stream). Needs
@@ -63,21 +64,39 @@ section "e2e cuda_device"
 timeout 300 bash tests/e2e/cuda_device.sh gpu-run/burstpool . >>"$log" 2>&1
 echo "e2e cuda_device: exit $?" | tee -a "$log"
 
-section "CUDA graphs, LeNet-5 at batch 32 on one rank: samples/s, 3 alternating runs each"
-for round in 1 2 3; do
-  for graphs in false true; do
-    timeout 60 gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set data.source=synthetic --set job.device=cuda \
-      --set job.cuda_graphs=$graphs --set train.batch_size=32 --steps 3000 --set data.synthetic_test_samples=0 \
-      --metrics /tmp/gpu-run/graphs_${graphs}_$round.json >>"$log" 2>&1
-    echo "graphs=$graphs round $round: exit $?" | tee -a "$log"
+section "training steps on one rank: LeNet-5 and vgg16 at batch 32, eager and CUDA graphs, 3 alternating rounds"
+# Whole training steps of burstpool itself (input upload, forward, backward,
+# SGD), beside the per-layer sums above; LeNet-5 is where launches weigh most.
+for model in lenet5 vgg16; do
+  for round in 1 2 3; do
+    for graphs in false true; do
+      steps=3000
+      [[ $model == vgg16 ]] && steps=100
+      timeout 120 gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set job.model=$PWD/jobs/models/$model.ini \
+        --set data.source=synthetic --set data.synthetic_train_samples=256 --set data.synthetic_test_samples=0 \
+        --set job.device=cuda --set job.cuda_graphs=$graphs --set train.batch_size=32 --steps $steps \
+        --metrics /tmp/gpu-run/steps_${model}_${graphs}_$round.json >>"$log" 2>&1
+      echo "$model graphs=$graphs round $round: exit $?" | tee -a "$log"
+    done
   done
 done
-python3 - <<'PY' 2>&1 | tee -a "$log"
-import json, statistics
-rate = {g: statistics.median(json.load(open(f"/tmp/gpu-run/graphs_{g}_{r}.json"))["samples_per_second"] for r in (1, 2, 3))
-        for g in ("false", "true")}
-print("LeNet-5 batch 32 samples/s, median of 3: eager", rate["false"], "graphs", rate["true"],
-      "ratio", rate["true"] / rate["false"])
+python3 - "$out/training_steps.json" <<'PY' 2>&1 | tee -a "$log"
+import json, os, statistics, sys
+summary = {}
+for model in ("lenet5", "vgg16"):
+    for graphs in ("false", "true"):
+        runs = [f"/tmp/gpu-run/steps_{model}_{graphs}_{r}.json" for r in (1, 2, 3)]
+        runs = [json.load(open(p)) for p in runs if os.path.exists(p)]
+        if not runs:
+            summary[f"{model}_graphs_{graphs}"] = "every run failed: see log.txt"
+            continue
+        summary[f"{model}_graphs_{graphs}"] = {
+            "runs": len(runs),
+            "median_ms_per_step": statistics.median(1e3 * m["train_seconds"] / m["steps"] for m in runs),
+            "median_samples_per_second": statistics.median(m["samples_per_second"] for m in runs)}
+json.dump(summary, open(sys.argv[1], "w"), indent=1)
+for k, v in summary.items():
+    print(k, v)
 PY
 
 section "multiplexing on one GPU, 2 ranks"
