@@ -62,13 +62,7 @@ BackgroundJob::BackgroundJob(const JobConfig& job, MPI_Comm world, ForegroundGat
   MPI_Comm_size(comm_, &size);
   const ModelSpec spec = load_model_spec(job.model_path);
   session_ = std::make_unique<TrainingSession>(job, spec, data_parallel_plan(spec, size, job.batch_size), comm_);
-  if (job.device == "cuda") {  // on the foreground's GPU, on the least urgent stream, gradients summed by MPI
-    try {
-      session_->exec().use_device(make_cuda_model(session_->model(), burstpool::world().local_rank, {true, job.cuda_graphs}), true);
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}: [job] device = cuda: {}", job.file, e.what()));
-    }
-  }
+  use_job_device(job, session_->exec(), true);  // the least urgent streams; gradients summed by MPI
   session_->exec().set_before_layer([this] {
     const auto t0 = Clock::now();
     while (!gate_.open() && !stop_.load() && !cancel_.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));

@@ -13,7 +13,7 @@ const std::vector<JobKey>& job_schema() {
       {"job", "name", "", "text", "Name used in progress output and metrics; default: the job file's name"},
       {"job", "model", "", "path", "Model file (.ini or .h5), relative to the job file's folder. Required"},
       {"job", "seed", "1", "integer", "Seed for weight initialisation, shuffling, dropout and synthetic data"},
-      {"job", "device", "cpu", "cpu | cuda", "Where layers run. cuda: the GPU of the rank's node-local rank (ranks may share one), any plan, ssgd only so far; a background job may say cuda too (docs/cuda.md); needs a build with the CUDA backend"},
+      {"job", "device", "cpu", "cpu | cuda", "Where layers run. cuda: the GPU of the rank's node-local rank (ranks may share one), any plan or [sync] strategy; a background job may say cuda too (docs/cuda.md); needs a build with the CUDA backend"},
       {"job", "cuda_graphs", "false", "boolean", "device = cuda: capture each training step's forward and backward layers in CUDA graphs and replay them, where nothing in them waits for the host (one rank or ranks sharing a GPU, no batch-norm group sums; docs/cuda.md)"},
       {"job", "threads", "0", "threads", "Threads per rank; 0: OMP_NUM_THREADS, else 1 under MPI with several ranks, else all cores"},
       {"data", "source", "fashion-mnist", "fashion-mnist | hdf5 | synthetic", "Where samples come from"},
@@ -247,7 +247,6 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   if (c.sync.average_momentum >= 1) v.fail("sync", "average_momentum", "must be below 1");
   c.sync.local_steps = static_cast<int>(v.integer("sync", "local_steps", 1));
   c.sync.shadow_pause_ms = v.number("sync", "shadow_pause_ms", 0.0f);
-  if (c.device == "cuda" && c.sync.strategy != "ssgd") v.fail("job", "device", "cuda trains with [sync] strategy = ssgd only so far");
   if (c.sync.strategy == "shadow" && c.sync.learners > 1) v.fail("sync", "learners", "shadow runs one learner per rank");
   if (c.sync.strategy != "ssgd" && c.sync.strategy != "sma" && c.sync.learners == 0) c.sync.learners = 1;
   if (c.sync.strategy == "sma" && c.sgd.nesterov) v.fail("optimizer", "nesterov", "sma uses plain momentum (REFERENCE section 3)");

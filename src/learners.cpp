@@ -10,6 +10,21 @@ Learner::Learner(const ModelSpec& spec, int batch, uint64_t seed, const SgdOptio
       momentum(exec->model().param_count(), 0.0f),
       delta(exec->model().param_count(), 0.0f) {}
 
+void Learner::params_to_device() {
+  if (DeviceModel* d = exec->device())
+    d->copy_in(DeviceModel::Buffer::parameters, -1, 0, params(), model().param_count());
+}
+
+void Learner::gradients_to_host() {
+  if (DeviceModel* d = exec->device())
+    d->copy_out(DeviceModel::Buffer::parameter_gradient, -1, 0, model().grads().data(), model().param_count());
+}
+
+void Learner::state_to_host() {
+  if (DeviceModel* d = exec->device())
+    d->copy_out(DeviceModel::Buffer::state, -1, 0, model().state().data(), model().state().size());
+}
+
 TuningStep next_learner_count(int k, double rate, double best, double threshold, int max_learners) {
   const bool better = best <= 0 || rate > best * (1.0 + threshold);
   if (!better) return {k - 1, best, true};

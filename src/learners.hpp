@@ -21,6 +21,13 @@ struct Learner {
   Learner(const ModelSpec& spec, int batch, uint64_t seed, const SgdOptions& sgd, size_t bucket_bytes);
   Model& model() { return exec->model(); }
   float* params() { return exec->model().params().data(); }
+  // On a GPU (use_job_device) the parameters stay here, on the host, where
+  // the averaging and the optimizer work on them; the GPU runs forward and
+  // backward: parameters go up before, gradients come back after. Nothing
+  // on the CPU.
+  void params_to_device();
+  void gradients_to_host();
+  void state_to_host();  // batch-norm running statistics, for a checkpoint
 
   std::unique_ptr<Executor> exec;
   std::unique_ptr<Sgd> sgd;      // local-sgd and shadow: the job's SGD on this replica

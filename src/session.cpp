@@ -114,4 +114,13 @@ void TrainingSession::apply(int64_t step) {
   exec_->times().compute += seconds_since(t0);
 }
 
+void use_job_device(const JobConfig& job, Executor& exec, bool background) {
+  if (job.device != "cuda") return;
+  try {
+    exec.use_device(make_cuda_model(exec.model(), world().local_rank, {background, job.cuda_graphs}), background);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: [job] device = cuda: {}", job.file, e.what()));
+  }
+}
+
 }  // namespace burstpool

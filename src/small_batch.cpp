@@ -48,6 +48,7 @@ EvalPoint evaluate(Learner& learner, const float* params, const Dataset& test, c
   const size_t n = m.param_count();
   std::vector<float> own(m.params().data(), m.params().data() + n);
   std::copy(params, params + n, m.params().data());
+  learner.params_to_device();  // the next training step uploads the learner's own again
   const WorldInfo& w = world();
   const size_t lo = test.size() * w.rank / w.size, hi = test.size() * (w.rank + 1) / w.size;
   const int chunk = learner.exec->plan().global_batch, k = m.classes();
@@ -123,6 +124,7 @@ TrainResult train_small_batch(const JobConfig& job) {
   r.model = spec.name;
   std::vector<std::unique_ptr<Learner>> learners;
   learners.push_back(std::make_unique<Learner>(spec, b, job.seed, job.sgd, job.bucket_bytes));
+  use_job_device(job, *learners[0]->exec);  // each learner its own GPU model: its own streams
   Learner& first = *learners[0];
   if (is_hdf5_path(job.model_path) && has_weights(job.model_path)) load_weights(job.model_path, first.model());
   const size_t n = first.model().param_count();
@@ -136,6 +138,7 @@ TrainResult train_small_batch(const JobConfig& job) {
   AverageModel z(first.params(), n, sc.average_momentum);
   auto add_learner = [&] {
     learners.push_back(std::make_unique<Learner>(spec, b, job.seed, job.sgd, job.bucket_bytes));
+    use_job_device(job, *learners.back()->exec);
     const float* from = sma ? z.data() : first.params();
     std::copy(from, from + n, learners.back()->params());
   };
@@ -206,8 +209,10 @@ TrainResult train_small_batch(const JobConfig& job) {
       ctx.loss_scale = 1.0 / b;
       std::unique_lock<std::mutex> guard(params_lock, std::defer_lock);
       if (shadow) guard.lock();
+      l.params_to_device();
       l.loss = l.exec->forward(b, l.images.data(), l.labels.data(), ctx);
       l.exec->backward(ctx);
+      l.gradients_to_host();
       if (sma) {
         std::fill(l.delta.begin(), l.delta.end(), 0.0f);
         sma_learner_step(sma_options, l.params(), l.momentum.data(), l.model().grads().data(), z.data(), lr,
@@ -285,8 +290,10 @@ TrainResult train_small_batch(const JobConfig& job) {
   r.samples_per_second = static_cast<double>(batches) * b / std::max(1e-9, r.train_seconds);
   r.forward_gflop_per_sample = first.model().forward_flops_per_sample() / 1e9;
   r.achieved_gflops = 3.0 * r.forward_gflop_per_sample * r.samples_per_second;
-  if (!job.checkpoint_path.empty() && w.rank == 0)  // the job's model; momentum is per learner and not kept
+  if (!job.checkpoint_path.empty() && w.rank == 0) {  // the job's model; momentum is per learner and not kept
+    first.state_to_host();
     write_checkpoint(job.checkpoint_path, first.model(), *first.sgd, {iteration, job.seed});
+  }
   r.wall_seconds = seconds_since(wall_start);
   return r;
 }

@@ -142,13 +142,7 @@ TrainResult train(const JobConfig& job) {
   const int64_t total = session.total_steps(), per_epoch = session.steps_per_epoch();
   const int64_t eval_every = job.eval_every > 0 ? job.eval_every : per_epoch;
   const bool chatty = w.rank == 0;
-  if (job.device == "cuda") {
-    try {
-      exec.use_device(make_cuda_model(model, w.local_rank, {false, job.cuda_graphs}));
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}: [job] device = cuda: {}", job.file, e.what()));
-    }
-  }
+  use_job_device(job, exec);
   const int64_t first_step = job.resume ? resume(job, model, sgd, chatty) : 0;
   if (DeviceModel* device = exec.device()) device->from_host(sgd.velocity().data());  // initial or resumed values
   if (chatty)

@@ -63,9 +63,11 @@ class DeviceModel {
   virtual void forward_layer(int layer, const Context& ctx) = 0;
   virtual void backward_layer(int layer, const Context& ctx) = 0;  // parameter gradients overwritten
   virtual float loss() = 0;  // after the loss layer's forward_layer
-  enum class Buffer { activation, gradient, slot_input, slot_gradient, parameter_gradient };
+  enum class Buffer { activation, gradient, slot_input, slot_gradient, parameter_gradient, parameters, state };
   // `floats` values from the start of a layer's buffer (slot: for the slot
   // buffers) to host memory and back. copy_out returns with the data there.
+  // For parameters, parameter_gradient and state, layer -1 means the whole
+  // flat array (laid out as the Model's).
   virtual void copy_out(Buffer what, int layer, int slot, float* host, size_t floats) = 0;
   virtual void copy_in(Buffer what, int layer, int slot, const float* host, size_t floats) = 0;
   virtual void to_host(float* velocity) = 0;          // parameters, state into the Model; momentum into velocity

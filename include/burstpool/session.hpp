@@ -31,6 +31,11 @@ void gather_labels(const Dataset& data, const uint32_t* indices, Slice slice, st
 // largest value at the sample's label.
 int count_correct(const float* logits, int n, int classes, const int32_t* labels);
 
+// With [job] device = cuda: hands exec's layers to this rank's GPU (for a
+// background job on the least-priority streams); nothing for the CPU. Throws
+// Error naming the job file when that cannot be done.
+void use_job_device(const JobConfig& job, Executor& exec, bool background = false);
+
 class TrainingSession {
  public:
   // Collective over `comm`: builds the executor for `plan` (validated here

@@ -223,7 +223,9 @@ float* GpuModel::buffer(Buffer what, int layer, int slot) const {
     case Buffer::gradient: return act_grads_[layer];
     case Buffer::slot_input: return slot_in_[layer][slot];
     case Buffer::slot_gradient: return slot_grad_[layer][slot];
-    case Buffer::parameter_gradient: return grads_ + host_.param_range(layer).first;
+    case Buffer::parameter_gradient: return layer < 0 ? grads_ : grads_ + host_.param_range(layer).first;
+    case Buffer::parameters: return layer < 0 ? params_ : params_ + host_.param_range(layer).first;
+    case Buffer::state: return layer < 0 ? state_ : state_ + host_.state_range(layer).first;
   }
   return nullptr;
 }

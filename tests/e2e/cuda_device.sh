@@ -2,7 +2,8 @@
 # [job] device = cuda end to end. With a GPU: 20 training steps of LeNet-5 on
 # the GPU, with and without CUDA graphs, end within float tolerance of the
 # same steps on the CPU, a burst plan on 2 ranks on the GPU(s) within
-# tolerance of the same plan on the CPU, 2 ranks on
+# tolerance of the same plan on the CPU, sma learners (2 replicas on the
+# GPU, each on its own streams) within tolerance of the CPU's, 2 ranks on
 # the GPU(s) within tolerance of 1 rank (checkpoints compared), and a
 # foreground on 2 ranks with a background job on the same GPU(s) both train.
 # Without one: the job stops at once with one line naming the job file and the
@@ -54,6 +55,12 @@ if "$bin" train "$work/job.ini" --set job.device=cuda --checkpoint "$work/gpu.h5
     >"$work/graphs.out" 2>&1 || fail "GPU with CUDA graphs failed: $(tail -3 "$work/graphs.out")"
   h5diff -d 1e-4 "$work/cpu.h5" "$work/graphs.h5" /weights /weights >"$work/diff_graphs.txt" ||
     fail "GPU weights with CUDA graphs differ from the CPU's: $(head -5 "$work/diff_graphs.txt")"
+  sma=(--set sync.strategy=sma --set sync.learners=2 --set optimizer.nesterov=false --set train.batch_size=16)
+  "$bin" train "$work/job.ini" "${sma[@]}" --checkpoint "$work/sma_cpu.h5" >/dev/null 2>&1 || fail "sma on the CPU failed"
+  "$bin" train "$work/job.ini" "${sma[@]}" --set job.device=cuda --checkpoint "$work/sma_gpu.h5" \
+    >"$work/sma_gpu.out" 2>&1 || fail "sma learners on the GPU failed: $(tail -3 "$work/sma_gpu.out")"
+  h5diff -d 1e-4 "$work/sma_cpu.h5" "$work/sma_gpu.h5" /weights /weights >"$work/diff_sma.txt" ||
+    fail "sma learners: GPU differs from CPU by more than 1e-4: $(head -5 "$work/diff_sma.txt")"
   two "$work/job.ini" --set job.device=cuda --checkpoint "$work/gpu2.h5" >"$work/gpu2.out" 2>&1 ||
     fail "2 ranks on the GPU failed: $(tail -3 "$work/gpu2.out")"
   h5diff -d 1e-4 "$work/gpu.h5" "$work/gpu2.h5" /weights /weights >"$work/diff2.txt" ||
@@ -79,6 +86,10 @@ else
   grep -Eq "job\.ini: \[job\] device = cuda: (no GPU is visible|this build has no CUDA backend)" "$work/gpu.err" ||
     fail "no GPU, but not the expected message: $(cat "$work/gpu.err")"
   [[ $(wc -l <"$work/gpu.err") == 1 ]] || fail "more than one line of error: $(cat "$work/gpu.err")"
+  "$bin" train "$work/job.ini" --set job.device=cuda --set sync.strategy=sma --set optimizer.nesterov=false \
+    >/dev/null 2>"$work/sma.err" && fail "sma learners without a GPU accepted"
+  grep -Eq "job\.ini: \[job\] device = cuda: (no GPU is visible|this build has no CUDA backend)" "$work/sma.err" &&
+    [[ $(wc -l <"$work/sma.err") == 1 ]] || fail "sma learners without a GPU: $(cat "$work/sma.err")"
   two "$work/job.ini" --set job.device=cuda >/dev/null 2>"$work/two.err" && fail "two ranks without a GPU accepted"
   grep -Eq "device = cuda: (no GPU is visible|this build has no CUDA backend)" "$work/two.err" ||
     fail "two ranks without a GPU: $(head -3 "$work/two.err")"

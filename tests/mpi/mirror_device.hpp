@@ -74,13 +74,13 @@ class MirrorDevice final : public DeviceModel {
   }
   float loss() override { return loss_; }
   void copy_out(Buffer what, int layer, int slot, float* host, size_t floats) override {
-    if (what == Buffer::parameter_gradient) return;  // the Model's own (see above)
+    if (model_owned(what)) return;  // the Model's own (see above)
     const Tensor& from = buffer(what, layer, slot);
     ASSERT_LE(floats, from.size()) << "copy_out past the end of layer " << layer << "'s buffer";
     std::memcpy(host, from.data(), floats * sizeof(float));
   }
   void copy_in(Buffer what, int layer, int slot, const float* host, size_t floats) override {
-    if (what == Buffer::parameter_gradient) return;
+    if (model_owned(what)) return;
     Tensor& to = buffer(what, layer, slot);
     ASSERT_LE(floats, to.size()) << "copy_in past the end of layer " << layer << "'s buffer";
     std::memcpy(to.data(), host, floats * sizeof(float));
@@ -98,6 +98,9 @@ class MirrorDevice final : public DeviceModel {
   std::string describe() const override { return "mirror (host memory)"; }
 
  private:
+  static bool model_owned(Buffer what) {
+    return what == Buffer::parameter_gradient || what == Buffer::parameters || what == Buffer::state;
+  }
   static float unused() {
     ADD_FAILURE() << "MirrorDevice runs burst plans only";
     return 0;
