@@ -184,16 +184,26 @@ void GpuModel::use_slot_buffers(const std::vector<std::vector<bool>>& direct) {
     }
 }
 
-void GpuModel::load_input(const float* images, int images_n, const int32_t* labels, int labels_n,
-                          const burstpool::Context& ctx) {
-  use_device();
+void GpuModel::upload_batch(const float* images, int images_n, const int32_t* labels, int labels_n,
+                            const burstpool::Context& ctx) {
   const size_t in = static_cast<size_t>(images_n) * host_.sample_shape().per_sample();
   if (in > 0)
     BP_CUDA_CHECK(cudaMemcpyAsync(acts_[host_.input_layer()], images, in * sizeof(float), cudaMemcpyHostToDevice, stream_));
   if (labels_n > 0)
     BP_CUDA_CHECK(cudaMemcpyAsync(labels_, labels, labels_n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
   if (ctx.training) write_dropout_keys(ctx);
+}
+
+void GpuModel::load_input(const float* images, int images_n, const int32_t* labels, int labels_n,
+                          const burstpool::Context& ctx) {
+  use_device();
+  upload_batch(images, images_n, labels, labels_n, ctx);
   BP_CUDA_CHECK(cudaStreamSynchronize(stream_));  // host_keys_ may be rewritten from here on
+}
+
+void GpuModel::download_to(float* host, const float* from, size_t floats) const {
+  BP_CUDA_CHECK(cudaMemcpyAsync(host, from, floats * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 void GpuModel::forward_layer(int layer, const burstpool::Context& ctx) {
@@ -212,8 +222,7 @@ void GpuModel::backward_layer(int layer, const burstpool::Context& ctx) {
 
 float GpuModel::loss() {
   float loss = 0;
-  BP_CUDA_CHECK(cudaMemcpyAsync(&loss, loss_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  download_to(&loss, loss_, 1);
   return loss;
 }
 
@@ -235,8 +244,7 @@ void GpuModel::copy_out(Buffer what, int layer, int slot, float* host, size_t fl
   use_device();
   const float* from = buffer(what, layer, slot);
   BP_CHECK(from, "layer {} slot {}: no such device buffer", layer, slot);
-  BP_CUDA_CHECK(cudaMemcpyAsync(host, from, floats * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  download_to(host, from, floats);
 }
 
 void GpuModel::copy_in(Buffer what, int layer, int slot, const float* host, size_t floats) {
@@ -321,9 +329,7 @@ void GpuModel::download() {
 void GpuModel::logits(float* host) {
   use_device();
   const int i = host_.logits_layer();
-  const size_t n = static_cast<size_t>(layer_n_[i]) * host_.layer(i).output_shape().per_sample();
-  BP_CUDA_CHECK(cudaMemcpyAsync(host, acts_[i], n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  download_to(host, acts_[i], static_cast<size_t>(layer_n_[i]) * host_.layer(i).output_shape().per_sample());
 }
 
 void GpuModel::to_host(float* velocity) {
@@ -346,19 +352,13 @@ std::string GpuModel::describe() const {
   return fmt::format("GPU {} ({}){}", ctx_.device(), prop.name, graphs_ ? ", CUDA graphs" : "");
 }
 
-void GpuModel::gradients(float* host) const {
-  BP_CUDA_CHECK(cudaMemcpyAsync(host, grads_, host_.param_count() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
-}
+void GpuModel::gradients(float* host) const { download_to(host, grads_, host_.param_count()); }
 
 float GpuModel::forward(int batch, const float* images, const int32_t* labels, const burstpool::Context& base) {
   use_device();
   BP_CHECK(batch >= 1 && batch <= host_.max_batch(), "batch {} outside 1..{}", batch, host_.max_batch());
   batch_ = batch;
-  const size_t in = static_cast<size_t>(batch) * host_.sample_shape().per_sample();
-  BP_CUDA_CHECK(cudaMemcpyAsync(acts_[host_.input_layer()], images, in * sizeof(float), cudaMemcpyHostToDevice, stream_));
-  BP_CUDA_CHECK(cudaMemcpyAsync(labels_, labels, batch * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-  if (base.training) write_dropout_keys(base);
+  upload_batch(images, batch, labels, batch, base);
   std::fill(layer_n_.begin(), layer_n_.end(), batch);
   StepGraphs* graphs = step_graphs(base);
   run_layers(graphs ? &graphs->forward : nullptr, graphs ? &graphs->forward_warm : nullptr, [&] {
@@ -368,10 +368,7 @@ float GpuModel::forward(int batch, const float* images, const int32_t* labels, c
         launch_forward(i, base);
       }
   });
-  float loss = 0;
-  BP_CUDA_CHECK(cudaMemcpyAsync(&loss, loss_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return loss;
+  return loss();
 }
 
 GpuModel::LayerView GpuModel::view(int i) const {

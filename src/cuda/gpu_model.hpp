@@ -113,6 +113,10 @@ class GpuModel final : public DeviceModel {
   void start_gradient_sum(int i);  // NCCL: layer i's gradients, on the sync stream
   void finish_gradient_sums();     // all of them summed before the optimizer reads them
   void write_dropout_keys(const burstpool::Context& ctx);  // this step's, into keys_
+  // This rank's input and loss slices and the step's dropout keys, queued on the stream.
+  void upload_batch(const float* images, int images_n, const int32_t* labels, int labels_n,
+                    const burstpool::Context& ctx);
+  void download_to(float* host, const float* from, size_t floats) const;  // there when this returns
   struct StepGraphs {  // one batch size's
     cudaGraphExec_t forward = nullptr, backward = nullptr;
     bool forward_warm = false, backward_warm = false;  // ran once eagerly
