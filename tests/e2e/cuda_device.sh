@@ -33,6 +33,10 @@ background_job "$work/bg.ini" cuda
 sed 's/^steps = 20$/steps = 200/' "$work/job.ini" >"$work/fg.ini"
 printf '[background]\njob = %s\ncalibrate_steps = 5\n' "$work/bg.ini" >>"$work/fg.ini"
 two() { timeout 120 mpirun -np 2 "$bin" train "$@"; }
+weights_close() {  # weights_close A B WHAT: every weight of A.h5 and B.h5 within 1e-4
+  h5diff -d 1e-4 "$work/$1.h5" "$work/$2.h5" /weights /weights >"$work/diff_$2.txt" ||
+    fail "$3: weights differ by more than 1e-4: $(head -5 "$work/diff_$2.txt")"
+}
 # A burst plan: the classifier on rank 1 only, so slices move between ranks.
 "$bin" plan --data-parallel "$src/jobs/models/lenet5.ini" --ranks 2 --global-batch 32 --out "$work/plan.json" >/dev/null
 python3 - "$work/plan.json" <<'PY'
@@ -49,28 +53,23 @@ if "$bin" train "$work/job.ini" --set job.device=cuda --checkpoint "$work/gpu.h5
   echo "a GPU is here: comparing with the CPU and with 2 ranks"
   grep -q "GPU 0" "$work/gpu.out" || fail "banner does not name the GPU: $(head -1 "$work/gpu.out")"
   "$bin" train "$work/job.ini" --checkpoint "$work/cpu.h5" >/dev/null || fail "cpu run failed"
-  h5diff -d 1e-4 "$work/cpu.h5" "$work/gpu.h5" /weights /weights >"$work/diff.txt" ||
-    fail "GPU weights differ from the CPU's by more than 1e-4: $(head -5 "$work/diff.txt")"
+  weights_close cpu gpu "GPU against CPU"
   "$bin" train "$work/job.ini" --set job.device=cuda --set job.cuda_graphs=true --checkpoint "$work/graphs.h5" \
     >"$work/graphs.out" 2>&1 || fail "GPU with CUDA graphs failed: $(tail -3 "$work/graphs.out")"
-  h5diff -d 1e-4 "$work/cpu.h5" "$work/graphs.h5" /weights /weights >"$work/diff_graphs.txt" ||
-    fail "GPU weights with CUDA graphs differ from the CPU's: $(head -5 "$work/diff_graphs.txt")"
+  weights_close cpu graphs "GPU with CUDA graphs against CPU"
   sma=(--set sync.strategy=sma --set sync.learners=2 --set optimizer.nesterov=false --set train.batch_size=16)
   "$bin" train "$work/job.ini" "${sma[@]}" --checkpoint "$work/sma_cpu.h5" >/dev/null 2>&1 || fail "sma on the CPU failed"
   "$bin" train "$work/job.ini" "${sma[@]}" --set job.device=cuda --checkpoint "$work/sma_gpu.h5" \
     >"$work/sma_gpu.out" 2>&1 || fail "sma learners on the GPU failed: $(tail -3 "$work/sma_gpu.out")"
-  h5diff -d 1e-4 "$work/sma_cpu.h5" "$work/sma_gpu.h5" /weights /weights >"$work/diff_sma.txt" ||
-    fail "sma learners: GPU differs from CPU by more than 1e-4: $(head -5 "$work/diff_sma.txt")"
+  weights_close sma_cpu sma_gpu "sma learners, GPU against CPU"
   two "$work/job.ini" --set job.device=cuda --checkpoint "$work/gpu2.h5" >"$work/gpu2.out" 2>&1 ||
     fail "2 ranks on the GPU failed: $(tail -3 "$work/gpu2.out")"
-  h5diff -d 1e-4 "$work/gpu.h5" "$work/gpu2.h5" /weights /weights >"$work/diff2.txt" ||
-    fail "2 GPU ranks differ from 1 by more than 1e-4: $(head -5 "$work/diff2.txt")"
+  weights_close gpu gpu2 "2 GPU ranks against 1"
   two "$work/job.ini" --plan "$work/plan.json" --checkpoint "$work/cpu_burst.h5" >/dev/null 2>&1 ||
     fail "burst plan on the CPU failed"
   two "$work/job.ini" --set job.device=cuda --plan "$work/plan.json" --checkpoint "$work/gpu_burst.h5" \
     >"$work/gpu_burst.out" 2>&1 || fail "burst plan on the GPU failed: $(tail -3 "$work/gpu_burst.out")"
-  h5diff -d 1e-4 "$work/cpu_burst.h5" "$work/gpu_burst.h5" /weights /weights >"$work/diff3.txt" ||
-    fail "burst plan: GPU differs from CPU by more than 1e-4: $(head -5 "$work/diff3.txt")"
+  weights_close cpu_burst gpu_burst "burst plan, GPU against CPU"
   (unset OMPI_MCA_mpi_yield_when_idle
    two "$work/fg.ini" --set job.device=cuda --metrics "$work/mux.json" >"$work/mux.out" 2>&1) ||
     fail "foreground with a GPU background failed: $(tail -3 "$work/mux.out")"
