@@ -1,11 +1,11 @@
 #include "burstpool/executor.hpp"
 
 #include <chrono>
-#include <cstring>
 
 #include "../comm/communicator.hpp"
 #include "../comm/exchange.hpp"
 #include "../comm/grad_sync.hpp"
+#include "../comm/slice_mover.hpp"
 #include "../comm/wait.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/runtime.hpp"
@@ -57,6 +57,7 @@ Executor::Executor(const ModelSpec& spec, const Plan& plan, MPI_Comm world, uint
   wait_sites_.resize(n);
   for (int i = 0; i < n; ++i) wait_sites_[i].resize(2 * m.inputs(i).size());
   sync_ = std::make_unique<GradientSync>(m.grads().data(), bucket_bytes);
+  host_mover_ = std::make_unique<MpiSliceMover>(groups_->world());
   layer_times_.resize(n);
 }
 
@@ -88,7 +89,11 @@ void Executor::use_device(std::unique_ptr<DeviceModel> device, bool background) 
   whole_on_device_ = true;
   for (const RankSet& set : sets_) whole_on_device_ = whole_on_device_ && static_cast<int>(set.size()) == plan_.ranks;
   on_host_.assign(model_->size(), false);
-  if (!whole_on_device_) return device_->use_slot_buffers(direct_);
+  if (!whole_on_device_) {
+    device_->use_slot_buffers(direct_);
+    device_mover_ = device_->slice_mover(groups_->world());  // collective; nullptr: through the host
+    return;
+  }
   if (plan_.ranks == 1) return;
   const Communicator& all = groups_->group(sets_.front());
   DeviceRanks ranks;
@@ -140,9 +145,10 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
   for (int i = 0; i < m.size(); ++i) {
     for (size_t s = 0; s < m.inputs(i).size(); ++s)
       if (!direct_[i][s]) {
-        if (device_) activation_to_host(m.inputs(i)[s]);
-        exchange_forward(i, static_cast<int>(s), batch);
-        if (device_ && holds(i)) copy_slot_in(i, static_cast<int>(s));
+        const bool staged = device_ && !device_mover_;  // through the host Model's buffers
+        if (staged) activation_to_host(m.inputs(i)[s]);
+        exchange(i, static_cast<int>(s), false);
+        if (staged && holds(i)) copy_slot_in(i, static_cast<int>(s));
       }
     // A held layer runs even on 0 samples (a small last evaluation batch), so
     // its group reductions (batch norm) still match across the group.
@@ -223,9 +229,10 @@ void Executor::backward(const Context& base) {
     }
     for (size_t s = 0; s < m.inputs(i).size(); ++s)
       if (!direct_[i][s] && m.inputs(i)[s] != m.input_layer()) {
-        if (device_) gradients_to_host(i, static_cast<int>(s));
-        exchange_backward(i, static_cast<int>(s), batch_);
-        if (device_) gradient_to_device(m.inputs(i)[s]);
+        const bool staged = device_ && !device_mover_;
+        if (staged) gradients_to_host(i, static_cast<int>(s));
+        exchange(i, static_cast<int>(s), true);
+        if (staged) gradient_to_device(m.inputs(i)[s]);
       }
     const auto t1 = Clock::now();
     sync_->progress();
@@ -289,7 +296,7 @@ void Executor::copy_slot_in(int layer, int slot) {
   device_->copy_in(DeviceModel::Buffer::slot_input, layer, slot, in_[layer][slot].data(), floats);
 }
 
-// Before exchange_backward of (layer, slot): the slot's input gradient, and
+// Before the backward exchange of (layer, slot): the slot's input gradient, and
 // the producer's gradient when the exchange adds to what earlier consumers
 // left there (the Model's accumulate contract).
 void Executor::gradients_to_host(int layer, int slot) {
@@ -309,71 +316,46 @@ void Executor::gradient_to_device(int producer) {
     device_->copy_in(DeviceModel::Buffer::gradient, producer, 0, m.gradient(producer).data(), m.gradient(producer).size());
 }
 
-// Producer activations (its slicing) -> this layer's input buffer (its slicing).
-void Executor::exchange_forward(int layer, int slot, int batch) {
+// Forward: the producer's activations (its slicing) -> this layer's input
+// buffer (its slicing). Backward: this layer's input gradient (its slicing)
+// -> the producer's gradient (its slicing), overwriting or adding as the
+// model's gradient contract says. In host memory through MPI, or between the
+// device's buffers when the device moves slices itself (device_mover_).
+void Executor::exchange(int layer, int slot, bool backward) {
   Model& m = *model_;
   const int p = m.inputs(layer)[slot];
   const size_t per = m.layer(p).output_shape().per_sample();
-  const Slice mine_p = Plan::slice_of(sets_[p], rank_, batch), mine_c = Plan::slice_of(sets_[layer], rank_, batch);
-  const auto t0 = Clock::now();
-  std::vector<MPI_Request> requests;
-  MPI_Comm world = groups_->world();
-  for (const Piece& piece : overlap_pieces(sets_[p], sets_[layer], batch)) {
-    if (piece.from != rank_ && piece.to != rank_) continue;
-    const int n = static_cast<int>(piece.count * per);
-    float* src = piece.from == rank_ ? m.activation(p).data() + (piece.offset - mine_p.offset) * per : nullptr;
-    float* dst = piece.to == rank_ ? in_[layer][slot].data() + (piece.offset - mine_c.offset) * per : nullptr;
-    MPI_Request r;
-    if (src && dst) {
-      std::memcpy(dst, src, sizeof(float) * n);
-    } else if (src) {
-      BP_MPI_CHECK(MPI_Isend(src, n, MPI_FLOAT, piece.to, tag_of(layer, slot, false), world, &r));
-      requests.push_back(r);
-    } else {
-      BP_MPI_CHECK(MPI_Irecv(dst, n, MPI_FLOAT, piece.from, tag_of(layer, slot, false), world, &r));
-      requests.push_back(r);
-    }
+  const bool accumulate = backward && m.accumulates(layer, slot);
+  const Slice mine_p = Plan::slice_of(sets_[p], rank_, batch_), mine_c = Plan::slice_of(sets_[layer], rank_, batch_);
+  float* producer = nullptr;  // its activations forward, its gradient backward
+  float* consumer = nullptr;  // this slot's input forward, its input gradient backward
+  SliceMover& mover = device_mover_ ? *device_mover_ : *host_mover_;
+  if (device_mover_) {
+    using B = DeviceModel::Buffer;
+    if (holds(p)) producer = device_->address(backward ? B::gradient : B::activation, p, 0);
+    if (holds(layer)) consumer = device_->address(backward ? B::slot_gradient : B::slot_input, layer, slot);
+  } else {
+    producer = backward ? m.gradient(p).data() : m.activation(p).data();
+    consumer = backward ? in_grad_[layer][slot].data() : in_[layer][slot].data();
   }
-  wait_all(static_cast<int>(requests.size()), requests.data(), &wait_sites_[layer][2 * slot]);
-  times_.transfer += seconds_since(t0);
-  layer_times_[layer].transfer += seconds_since(t0);
-}
-
-// This layer's input gradient (its slicing) -> the producer's gradient (its
-// slicing), overwriting or adding as the model's gradient contract says.
-void Executor::exchange_backward(int layer, int slot, int batch) {
-  Model& m = *model_;
-  const int p = m.inputs(layer)[slot];
-  const size_t per = m.layer(p).output_shape().per_sample();
-  const bool accumulate = m.accumulates(layer, slot);
-  const Slice mine_p = Plan::slice_of(sets_[p], rank_, batch), mine_c = Plan::slice_of(sets_[layer], rank_, batch);
+  const int tag = tag_of(layer, slot, backward);
   const auto t0 = Clock::now();
-  std::vector<MPI_Request> requests;
-  std::vector<std::pair<float*, std::vector<float>>> received;  // destination, data
-  MPI_Comm world = groups_->world();
-  const auto pieces = overlap_pieces(sets_[p], sets_[layer], batch);
-  received.reserve(pieces.size());
-  for (const Piece& piece : pieces) {
+  for (const Piece& piece : overlap_pieces(sets_[p], sets_[layer], batch_)) {
     if (piece.from != rank_ && piece.to != rank_) continue;
-    const int n = static_cast<int>(piece.count * per);
-    // Reversed roles: the consumer (piece.to) sends its gradient to the producer (piece.from).
-    float* src = piece.to == rank_ ? in_grad_[layer][slot].data() + (piece.offset - mine_c.offset) * per : nullptr;
-    float* dst = piece.from == rank_ ? m.gradient(p).data() + (piece.offset - mine_p.offset) * per : nullptr;
-    MPI_Request r;
-    if (src && dst) {
-      for (int k = 0; k < n; ++k) dst[k] = accumulate ? dst[k] + src[k] : src[k];
-    } else if (src) {
-      BP_MPI_CHECK(MPI_Isend(src, n, MPI_FLOAT, piece.from, tag_of(layer, slot, true), world, &r));
-      requests.push_back(r);
-    } else {
-      received.emplace_back(dst, std::vector<float>(n));
-      BP_MPI_CHECK(MPI_Irecv(received.back().second.data(), n, MPI_FLOAT, piece.to, tag_of(layer, slot, true), world, &r));
-      requests.push_back(r);
-    }
+    const size_t n = piece.count * per;
+    float* at_p = piece.from == rank_ ? producer + (piece.offset - mine_p.offset) * per : nullptr;
+    float* at_c = piece.to == rank_ ? consumer + (piece.offset - mine_c.offset) * per : nullptr;
+    // Backward reverses the roles: the consumer (piece.to) sends to the producer (piece.from).
+    float* src = backward ? at_c : at_p;
+    float* dst = backward ? at_p : at_c;
+    if (src && dst)
+      mover.keep(dst, src, n, accumulate);
+    else if (src)
+      mover.send(src, n, backward ? piece.from : piece.to, tag);
+    else
+      mover.receive(dst, n, backward ? piece.to : piece.from, tag, accumulate);
   }
-  wait_all(static_cast<int>(requests.size()), requests.data(), &wait_sites_[layer][2 * slot + 1]);
-  for (auto& [dst, data] : received)
-    for (size_t k = 0; k < data.size(); ++k) dst[k] = accumulate ? dst[k] + data[k] : data[k];
+  mover.finish(&wait_sites_[layer][2 * slot + (backward ? 1 : 0)]);
   times_.transfer += seconds_since(t0);
   layer_times_[layer].transfer += seconds_since(t0);
 }

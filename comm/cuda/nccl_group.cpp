@@ -1,16 +1,65 @@
 #include "nccl_group.hpp"
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include "../../src/cuda/check.hpp"
 
 namespace burstpool {
 
-NcclGroup::NcclGroup(MPI_Comm group) {
-  MPI_Comm_rank(group, &rank_);
-  MPI_Comm_size(group, &size_);
+namespace {
+
+// Made by the group's rank 0 and broadcast over MPI.
+ncclUniqueId shared_id(MPI_Comm group) {
+  int rank = 0;
+  BP_MPI_CHECK(MPI_Comm_rank(group, &rank));
   ncclUniqueId id;
-  if (rank_ == 0) BP_NCCL_CHECK(ncclGetUniqueId(&id));
+  if (rank == 0) BP_NCCL_CHECK(ncclGetUniqueId(&id));
   BP_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, group));
+  return id;
+}
+
+int rank_of(MPI_Comm group) {
+  int rank = 0;
+  BP_MPI_CHECK(MPI_Comm_rank(group, &rank));
+  return rank;
+}
+
+int size_of(MPI_Comm group) {
+  int size = 0;
+  BP_MPI_CHECK(MPI_Comm_size(group, &size));
+  return size;
+}
+
+}  // namespace
+
+bool gpus_are_distinct(MPI_Comm comm, int device) {
+  const int size = size_of(comm);
+  constexpr int kId = 320;  // node name, '/', bus id, padded
+  char bus[64] = {}, node[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  BP_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device));
+  BP_MPI_CHECK(MPI_Get_processor_name(node, &length));
+  std::string mine = std::string(node) + "/" + bus;
+  mine.resize(kId, '\0');
+  std::vector<char> all(static_cast<size_t>(kId) * size);
+  BP_MPI_CHECK(MPI_Allgather(mine.data(), kId, MPI_CHAR, all.data(), kId, MPI_CHAR, comm));
+  std::set<std::string> gpus;
+  for (int r = 0; r < size; ++r) gpus.insert(std::string(all.data() + static_cast<size_t>(r) * kId));
+  return static_cast<int>(gpus.size()) == size;
+}
+
+NcclGroup::NcclGroup(const ncclUniqueId& id, int rank, int size) : rank_(rank), size_(size) {
   BP_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+}
+
+NcclGroup::NcclGroup(MPI_Comm group) : NcclGroup(shared_id(group), rank_of(group), size_of(group)) {}
+
+std::unique_ptr<NcclGroup> NcclGroup::alone() {
+  ncclUniqueId id;
+  BP_NCCL_CHECK(ncclGetUniqueId(&id));
+  return std::unique_ptr<NcclGroup>(new NcclGroup(id, 0, 1));
 }
 
 NcclGroup::~NcclGroup() {

@@ -8,13 +8,20 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <memory>
 
 namespace burstpool {
+
+// Whether every rank of `comm` drives a different GPU (node name and PCI bus
+// id of `device`), as NCCL requires. Collective; the same answer on every rank.
+bool gpus_are_distinct(MPI_Comm comm, int device);
 
 class NcclGroup {
  public:
   // Collective over `group` (not MPI_COMM_NULL); the device must be set.
   explicit NcclGroup(MPI_Comm group);
+  // This process alone (rank 0 of 1), without MPI: for tests on one GPU.
+  static std::unique_ptr<NcclGroup> alone();
   ~NcclGroup();
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
@@ -29,6 +36,7 @@ class NcclGroup {
   void recv(float* data, size_t count, int peer, cudaStream_t stream) const;
 
  private:
+  NcclGroup(const ncclUniqueId& id, int rank, int size);
   ncclComm_t comm_ = nullptr;
   int rank_ = 0, size_ = 1;
 };

@@ -17,6 +17,8 @@
 
 namespace burstpool {
 
+class SliceMover;  // comm/slice_mover.hpp
+
 // The ranks a device model trains with (a data-parallel plan): after each
 // backward their gradients are summed, and batch norm sums its statistics
 // over them (Context::sum_over_group).
@@ -36,7 +38,8 @@ struct DeviceRanks {
 // two for checkpoints and resumes. A data-parallel plan runs the whole model
 // per call (forward, backward); a burst plan runs it layer by layer
 // (forward_layer, backward_layer), the executor moving slices between ranks
-// through host memory (copy_out, copy_in).
+// directly between device buffers (slice_mover) or through host memory
+// (copy_out, copy_in).
 class DeviceModel {
  public:
   virtual ~DeviceModel() = default;
@@ -70,6 +73,15 @@ class DeviceModel {
   // flat array (laid out as the Model's).
   virtual void copy_out(Buffer what, int layer, int slot, float* host, size_t floats) = 0;
   virtual void copy_in(Buffer what, int layer, int slot, const float* host, size_t floats) = 0;
+  // Slices moved between the devices' buffers directly, without the host
+  // copies: a mover for pointers from address(), or nullptr when this device
+  // cannot (the CUDA one: unless every rank has a GPU of its own, for NCCL).
+  // Collective over `world`, the communicator whose rank numbers the
+  // executor's pieces use; called once, after use_slot_buffers.
+  virtual std::unique_ptr<SliceMover> slice_mover(MPI_Comm world) = 0;
+  // Where a buffer of copy_out starts in the device's memory (activation,
+  // gradient, slot_input, slot_gradient of a layer this rank runs).
+  virtual float* address(Buffer what, int layer, int slot) = 0;
   virtual void to_host(float* velocity) = 0;          // parameters, state into the Model; momentum into velocity
   virtual void from_host(const float* velocity) = 0;  // the reverse
   virtual std::string describe() const = 0;           // for the banner: which device

@@ -6,11 +6,12 @@
 //
 // Forward visits layers in topological order; before a layer whose rank set
 // differs from a producer's, the producer's activations move to the
-// consumer's slicing (comm/exchange). Backward reverses this with the
-// gradients, and each finished layer's parameter gradients join a bucketed,
-// non-blocking allreduce on that layer's rank group (comm/grad_sync). Every
-// rank walks every layer in the same order, so all point-to-point and
-// collective calls match without extra coordination.
+// consumer's slicing (comm/exchange decides the pieces, comm/slice_mover
+// moves them). Backward reverses this with the gradients, and each finished
+// layer's parameter gradients join a bucketed, non-blocking allreduce on that
+// layer's rank group (comm/grad_sync). Every rank walks every layer in the
+// same order, so all point-to-point and collective calls match without extra
+// coordination.
 #include <mpi.h>
 
 #include <atomic>
@@ -31,6 +32,7 @@ namespace burstpool {
 
 class GroupCache;
 class GradientSync;
+class SliceMover;
 
 struct WaitSite;
 
@@ -109,8 +111,7 @@ class Executor {
   int buckets_last_step() const { return buckets_; }
 
  private:
-  void exchange_forward(int layer, int slot, int batch);
-  void exchange_backward(int layer, int slot, int batch);
+  void exchange(int layer, int slot, bool backward);
   Context layer_context(int layer, const Context& base, double* allreduce_seconds) const;
   void forward_on_cpu(int layer, const Context& base);
   void backward_on_cpu(int layer, const Context& base);
@@ -140,6 +141,8 @@ class Executor {
   std::atomic<bool>* reduce_flag_ = nullptr;
   bool sync_batchnorm_ = true;
   std::unique_ptr<DeviceModel> device_;
+  std::unique_ptr<SliceMover> host_mover_;    // MPI between host buffers
+  std::unique_ptr<SliceMover> device_mover_;  // burst plans: between device buffers (NCCL); nullptr: none
   bool whole_on_device_ = false;  // a data-parallel plan: DeviceModel::forward and backward
   std::vector<bool> on_host_;     // burst plans: the layer's activations copied to the host this step
   std::chrono::steady_clock::time_point device_reduce_start_;

@@ -1,7 +1,6 @@
 #include "gpu_model.hpp"
 
 #include <algorithm>
-#include <set>
 #include <string>
 
 #include "../../layers/cuda/kernels.hpp"
@@ -84,21 +83,8 @@ GpuModel::~GpuModel() {
 
 void GpuModel::join_ranks(DeviceRanks ranks) {
   ranks_ = std::move(ranks);
-  int size = 1;
-  BP_MPI_CHECK(MPI_Comm_size(ranks_.comm, &size));
-  // NCCL allows one rank per GPU: gather every rank's node and GPU (PCI bus id).
-  constexpr int kId = 320;
-  char bus[64] = {}, node[MPI_MAX_PROCESSOR_NAME] = {};
-  int length = 0;
-  BP_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, ctx_.device()));
-  BP_MPI_CHECK(MPI_Get_processor_name(node, &length));
-  std::string mine = std::string(node) + "/" + bus;
-  mine.resize(kId, '\0');
-  std::vector<char> all(static_cast<size_t>(kId) * size);
-  BP_MPI_CHECK(MPI_Allgather(mine.data(), kId, MPI_CHAR, all.data(), kId, MPI_CHAR, ranks_.comm));
-  std::set<std::string> gpus;
-  for (int r = 0; r < size; ++r) gpus.insert(std::string(all.data() + static_cast<size_t>(r) * kId));
-  if (ranks_.allow_nccl && static_cast<int>(gpus.size()) == size) {  // the same answer on every rank
+  // NCCL allows one rank per GPU; gpus_are_distinct gives every rank the same answer.
+  if (ranks_.allow_nccl && gpus_are_distinct(ranks_.comm, ctx_.device())) {
     nccl_ = std::make_unique<NcclGroup>(ranks_.comm);
     sync_stream_ = ctx_.stream(StreamRole::gradient_sync);
     BP_CUDA_CHECK(cudaEventCreateWithFlags(&layer_done_, cudaEventDisableTiming));
@@ -224,6 +210,19 @@ float GpuModel::loss() {
   float loss = 0;
   download_to(&loss, loss_, 1);
   return loss;
+}
+
+std::unique_ptr<SliceMover> GpuModel::slice_mover(MPI_Comm world) {
+  use_device();
+  if (!gpus_are_distinct(world, ctx_.device())) return nullptr;  // then through the host
+  return std::make_unique<NcclSliceMover>(std::make_unique<NcclGroup>(world), ctx_.device(), stream_,
+                                          ctx_.allocator());
+}
+
+float* GpuModel::address(Buffer what, int layer, int slot) {
+  float* at = buffer(what, layer, slot);
+  BP_CHECK(at, "layer {} slot {}: no such device buffer", layer, slot);
+  return at;
 }
 
 float* GpuModel::buffer(Buffer what, int layer, int slot) const {

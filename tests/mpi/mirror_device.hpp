@@ -7,6 +7,13 @@
 // longer matches the CPU executor's bit for bit. Parameters, their gradients
 // and layer state stay the Model's (its CPU layers hold them), so parameter
 // gradient copies are no-ops here: this double checks the slices, not those.
+//
+// With `moves_slices`, it also moves slices itself (DeviceModel::slice_mover):
+// MPI between its own buffers, standing in for NCCL between device buffers.
+// Then the executor must hand the mover the right buffer addresses and
+// offsets and make no host copies of slices at all: the Model's activation
+// and slot buffers are not updated in this mode, so a slice read from them
+// would be stale.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -14,12 +21,14 @@
 
 #include "burstpool/executor.hpp"
 #include "burstpool/model.hpp"
+#include "slice_mover.hpp"
 
 namespace burstpool {
 
 class MirrorDevice final : public DeviceModel {
  public:
-  explicit MirrorDevice(Model& m) : m_(m), slot_in_(m.size()), slot_grad_(m.size()) {
+  explicit MirrorDevice(Model& m, bool moves_slices = false)
+      : m_(m), moves_slices_(moves_slices), slot_in_(m.size()), slot_grad_(m.size()) {
     for (int i = 0; i < m.size(); ++i) {
       acts_.push_back(Tensor::zeros(full_shape(i, m.capacity(i))));
       grads_.push_back(i == m.input_layer() ? Tensor() : Tensor::zeros(full_shape(i, m.capacity(i))));
@@ -85,6 +94,15 @@ class MirrorDevice final : public DeviceModel {
     ASSERT_LE(floats, to.size()) << "copy_in past the end of layer " << layer << "'s buffer";
     std::memcpy(to.data(), host, floats * sizeof(float));
   }
+  std::unique_ptr<SliceMover> slice_mover(MPI_Comm world) override {
+    if (!moves_slices_) return nullptr;
+    return std::make_unique<MpiSliceMover>(world);
+  }
+  float* address(Buffer what, int layer, int slot) override {
+    EXPECT_TRUE(moves_slices_) << "address() without a slice mover";
+    EXPECT_FALSE(model_owned(what)) << "address() of a parameter buffer";
+    return buffer(what, layer, slot).data();
+  }
 
   // The whole-model path (data-parallel plans) is GpuModel's; not used here.
   void join_ranks(DeviceRanks) override { ADD_FAILURE() << "data-parallel path"; }
@@ -131,6 +149,7 @@ class MirrorDevice final : public DeviceModel {
   }
 
   Model& m_;
+  bool moves_slices_;
   std::vector<Tensor> acts_, grads_;
   std::vector<std::vector<Tensor>> slot_in_, slot_grad_;
   float loss_ = 0;

@@ -4,7 +4,8 @@
 // the only differences are float summation orders (slice-wise GEMMs, the
 // allreduce, batch-norm sums). Burst plans also run through the executor's
 // device path with a pretend device in host memory (mirror_device.hpp),
-// which must give the CPU path's results bit for bit.
+// once with slices staged through the host and once moved between its own
+// buffers, which must both give the CPU path's results bit for bit.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -102,10 +103,12 @@ Batch batch_of_step(const Model& m, int step) {
 
 // Trains kSteps on `comm` under `plan`; returns every parameter and state
 // value as the layers' owners hold them.
-std::vector<float> train(const ModelSpec& spec, const Plan& plan, MPI_Comm comm, bool mirror_device = false) {
+enum class Path { cpu, device_staged, device_moves_slices };
+
+std::vector<float> train(const ModelSpec& spec, const Plan& plan, MPI_Comm comm, Path path = Path::cpu) {
   Executor exec(spec, plan, comm, 42, 64);  // tiny buckets: many reductions
   Model& m = exec.model();
-  if (mirror_device) exec.use_device(std::make_unique<MirrorDevice>(m));
+  if (path != Path::cpu) exec.use_device(std::make_unique<MirrorDevice>(m, path == Path::device_moves_slices));
   Sgd sgd(m, {0.9f, true, 0.01f});
   Context ctx;
   ctx.seed = 5;
@@ -158,8 +161,10 @@ void expect_same_as_one_rank(const Plan& plan) {
   }
   EXPECT_EQ(bad, 0) << "largest difference " << worst;
   if (!is_data_parallel(plan)) {  // data-parallel plans run whole on a device: GpuModel's path
-    const std::vector<float> device_path = train(spec, plan, MPI_COMM_WORLD, true);
-    EXPECT_EQ(device_path, parallel) << "the device path of a burst plan differs from the CPU path";
+    const std::vector<float> staged = train(spec, plan, MPI_COMM_WORLD, Path::device_staged);
+    EXPECT_EQ(staged, parallel) << "the device path of a burst plan (slices through the host) differs from the CPU path";
+    const std::vector<float> moved = train(spec, plan, MPI_COMM_WORLD, Path::device_moves_slices);
+    EXPECT_EQ(moved, parallel) << "the device path of a burst plan (slices between device buffers) differs from the CPU path";
   }
   // The run must have changed the parameters, or the comparison proves nothing.
   ModelSpec again = parse_model_ini(kModel, "equivalence.ini");
