@@ -74,6 +74,12 @@ GroupCache::~GroupCache() {
   if (world_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&world_);
 }
 
+std::vector<const Communicator*> GroupCache::groups() const {
+  std::vector<const Communicator*> all;
+  for (const auto& [ranks, group] : groups_) all.push_back(group.get());  // ordered by rank set
+  return all;
+}
+
 const Communicator& GroupCache::group(const RankSet& ranks) const {
   auto it = groups_.find(ranks);
   BP_CHECK(it != groups_.end(), "no communicator was made for this rank set");

@@ -51,6 +51,8 @@ class GroupCache {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const Communicator& group(const RankSet& ranks) const;
+  // Every group of the plan (this rank a member or not), in one order on every rank.
+  std::vector<const Communicator*> groups() const;
 
  private:
   MPI_Comm world_ = MPI_COMM_NULL;

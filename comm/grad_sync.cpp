@@ -27,28 +27,37 @@ void GradientSync::flush() {
     group_ = nullptr;
     return;
   }
-  MPI_Request request;
-  BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, grads_ + lo_, static_cast<int>(hi_ - lo_), MPI_FLOAT, MPI_SUM,
-                              group_->get(), &request));
-  requests_.push_back(request);
+  reducer_->start(grads_ + lo_, hi_ - lo_, *group_);
   ++started_;
   group_ = nullptr;
   lo_ = hi_ = 0;
 }
 
-void GradientSync::progress() {
+void GradientSync::progress() { reducer_->progress(); }
+
+double GradientSync::finish() {
+  flush();
+  const auto t0 = std::chrono::steady_clock::now();
+  reducer_->wait(&site_);
+  return seconds_since(t0);
+}
+
+void MpiGroupReducer::start(float* data, size_t count, const Communicator& group) {
+  MPI_Request request;
+  BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, group.get(), &request));
+  requests_.push_back(request);
+}
+
+void MpiGroupReducer::progress() {
   if (requests_.empty()) return;
   int done = 0;
   BP_MPI_CHECK(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE));
   if (done) requests_.clear();
 }
 
-double GradientSync::finish() {
-  flush();
-  const auto t0 = std::chrono::steady_clock::now();
-  wait_all(static_cast<int>(requests_.size()), requests_.data(), &site_);
+void MpiGroupReducer::wait(WaitSite* site) {
+  wait_all(static_cast<int>(requests_.size()), requests_.data(), site);
   requests_.clear();
-  return seconds_since(t0);
 }
 
 }  // namespace burstpool

@@ -4,14 +4,17 @@
 // Backward hands each finished layer to `layer_ready`. Layers are gathered
 // into buckets: a bucket is a contiguous range of the flat gradient buffer
 // whose layers share one rank set, up to `bucket_bytes`. A full bucket, or
-// one whose next layer has another rank set, starts a non-blocking
-// MPI_Iallreduce (sum) on that set's communicator while backward goes on;
-// `finish` starts the last one and waits for all. Gradients are sums over
+// one whose next layer has another rank set, starts a sum over that set's
+// group while backward goes on; `finish` starts the last one and waits for
+// all. The sums are a GroupReducer's: a non-blocking MPI_Iallreduce on the
+// group's communicator over host memory (MpiGroupReducer), or NCCL over
+// device memory (comm/cuda/nccl_reducer.hpp). Gradients are sums over
 // samples of a loss already scaled by 1/global batch, so summing them over
 // the group gives the global-batch gradient for any slice sizes.
 #include <mpi.h>
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "communicator.hpp"
@@ -19,9 +22,32 @@
 
 namespace burstpool {
 
+class GroupReducer {
+ public:
+  virtual ~GroupReducer() = default;
+  // Starts summing `count` floats at `data` over `group`, in place, and
+  // returns without waiting; `data` stays untouched until wait() returns.
+  virtual void start(float* data, size_t count, const Communicator& group) = 0;
+  virtual void progress() {}  // lets sums in flight advance (between layers)
+  // Returns once every sum started is done. `site`: where in the step this waits.
+  virtual void wait(WaitSite* site) = 0;
+};
+
+class MpiGroupReducer final : public GroupReducer {
+ public:
+  void start(float* data, size_t count, const Communicator& group) override;
+  void progress() override;
+  void wait(WaitSite* site) override;
+
+ private:
+  std::vector<MPI_Request> requests_;
+};
+
 class GradientSync {
  public:
-  GradientSync(float* grads, size_t bucket_bytes) : grads_(grads), bucket_bytes_(bucket_bytes) {}
+  // `grads`: the flat gradient buffer, in the reducer's memory.
+  GradientSync(float* grads, size_t bucket_bytes, std::unique_ptr<GroupReducer> reducer)
+      : grads_(grads), bucket_bytes_(bucket_bytes), reducer_(std::move(reducer)) {}
 
   // Layer gradients grads[offset, offset + count) are final; `group` is the layer's rank set.
   void layer_ready(size_t offset, size_t count, const Communicator& group);
@@ -36,9 +62,9 @@ class GradientSync {
 
   float* grads_;
   size_t bucket_bytes_;
+  std::unique_ptr<GroupReducer> reducer_;
   const Communicator* group_ = nullptr;  // of the open bucket
   size_t lo_ = 0, hi_ = 0;               // open bucket range
-  std::vector<MPI_Request> requests_;
   int started_ = 0;
   WaitSite site_;  // finish() waits at the same point every step
 };

@@ -22,7 +22,7 @@ int tag_of(int layer, int slot, bool backward) { return (layer * kMaxSlots + slo
 }  // namespace
 
 Executor::Executor(const ModelSpec& spec, const Plan& plan, MPI_Comm world, uint64_t init_seed, size_t bucket_bytes)
-    : plan_(plan) {
+    : plan_(plan), bucket_bytes_(bucket_bytes) {
   MPI_Comm_rank(world, &rank_);
   groups_ = std::make_unique<GroupCache>(world, plan_.layer_ranks);
   const int batch = plan_.global_batch;
@@ -56,7 +56,7 @@ Executor::Executor(const ModelSpec& spec, const Plan& plan, MPI_Comm world, uint
   }
   wait_sites_.resize(n);
   for (int i = 0; i < n; ++i) wait_sites_[i].resize(2 * m.inputs(i).size());
-  sync_ = std::make_unique<GradientSync>(m.grads().data(), bucket_bytes);
+  sync_ = std::make_unique<GradientSync>(m.grads().data(), bucket_bytes, std::make_unique<MpiGroupReducer>());
   host_mover_ = std::make_unique<MpiSliceMover>(groups_->world());
   layer_times_.resize(n);
 }
@@ -91,7 +91,12 @@ void Executor::use_device(std::unique_ptr<DeviceModel> device, bool background) 
   on_host_.assign(model_->size(), false);
   if (!whole_on_device_) {
     device_->use_slot_buffers(direct_);
-    device_mover_ = device_->slice_mover(groups_->world());  // collective; nullptr: through the host
+    DeviceTransport transport = device_->transport(*groups_);  // collective; empty: through the host
+    BP_CHECK(!transport.slices == !transport.gradients, "a device transport carries slices and gradients, or neither");
+    device_mover_ = std::move(transport.slices);
+    if (transport.gradients)
+      device_sync_ = std::make_unique<GradientSync>(device_->address(DeviceModel::Buffer::parameter_gradient, -1, 0),
+                                                    bucket_bytes_, std::move(transport.gradients));
     return;
   }
   if (plan_.ranks == 1) return;
@@ -209,20 +214,24 @@ void Executor::backward(const Context& base) {
     return;
   }
 
+  // Parameter gradients are summed where they are: on the device when it
+  // has a transport, else in the host Model (downloaded first, uploaded after).
+  GradientSync& sync = device_sync_ ? *device_sync_ : *sync_;
+  const bool staged_sums = device_ && !device_sync_;
   for (int i = m.size() - 1; i >= 0; --i) {
     if (holds(i) && i != m.input_layer()) {
       const auto [offset, count] = m.param_range(i);
       const Communicator& group = groups_->group(sets_[i]);
       if (device_) {
         timed_layer(i, base, [&](const Context& ctx) { device_->backward_layer(i, ctx); });
-        if (count > 0 && group.size() > 1)  // summed on the host, uploaded after finish()
+        if (staged_sums && count > 0 && group.size() > 1)
           device_->copy_out(DeviceModel::Buffer::parameter_gradient, i, 0, m.grads().data() + offset, count);
       } else {
         backward_on_cpu(i, base);
       }
-      sync_->layer_ready(offset, count, group);
+      sync.layer_ready(offset, count, group);
       if (per_layer_allreduce_) {
-        const double waited = sync_->finish();
+        const double waited = sync.finish();
         times_.allreduce += waited;
         layer_times_[i].allreduce += waited;
       }
@@ -235,15 +244,15 @@ void Executor::backward(const Context& base) {
         if (staged) gradient_to_device(m.inputs(i)[s]);
       }
     const auto t1 = Clock::now();
-    sync_->progress();
+    sync.progress();
     times_.allreduce += seconds_since(t1);
   }
-  const int before = sync_->buckets_started();
+  const int before = sync.buckets_started();
   if (reduce_flag_) reduce_flag_->store(true);
-  times_.allreduce += sync_->finish();
+  times_.allreduce += sync.finish();
   if (reduce_flag_) reduce_flag_->store(false);
-  buckets_ = sync_->buckets_started() - before;
-  if (device_)
+  buckets_ = sync.buckets_started() - before;
+  if (staged_sums)
     for (int i = 0; i < m.size(); ++i) {
       const auto [offset, count] = m.param_range(i);
       if (holds(i) && count > 0 && groups_->group(sets_[i]).size() > 1)

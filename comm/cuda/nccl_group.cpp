@@ -62,6 +62,19 @@ std::unique_ptr<NcclGroup> NcclGroup::alone() {
   return std::unique_ptr<NcclGroup>(new NcclGroup(id, 0, 1));
 }
 
+NcclSequence::NcclSequence() { BP_CUDA_CHECK(cudaEventCreateWithFlags(&last_, cudaEventDisableTiming)); }
+
+NcclSequence::~NcclSequence() { cudaEventDestroy(last_); }
+
+void NcclSequence::before(cudaStream_t stream) {
+  if (recorded_) BP_CUDA_CHECK(cudaStreamWaitEvent(stream, last_, 0));
+}
+
+void NcclSequence::after(cudaStream_t stream) {
+  BP_CUDA_CHECK(cudaEventRecord(last_, stream));
+  recorded_ = true;
+}
+
 NcclGroup::~NcclGroup() {
   if (comm_) ncclCommDestroy(comm_);
 }

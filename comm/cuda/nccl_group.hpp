@@ -16,6 +16,26 @@ namespace burstpool {
 // id of `device`), as NCCL requires. Collective; the same answer on every rank.
 bool gpus_are_distinct(MPI_Comm comm, int device);
 
+// One order on the GPU for every NCCL call of a process, whatever the
+// stream: each call's stream waits for the previous call's completion. NCCL
+// kernels wait for their peers, so NCCL calls of several communicators
+// running at once on several streams can deadlock (NCCL's documentation);
+// in one order, and launched in one order on every rank (the executor's
+// walk), they cannot. Work other than NCCL still overlaps them.
+class NcclSequence {
+ public:
+  NcclSequence();
+  ~NcclSequence();
+  NcclSequence(const NcclSequence&) = delete;
+  NcclSequence& operator=(const NcclSequence&) = delete;
+  void before(cudaStream_t stream);  // before an NCCL call (or group) on `stream`
+  void after(cudaStream_t stream);   // after it
+
+ private:
+  cudaEvent_t last_ = nullptr;
+  bool recorded_ = false;
+};
+
 class NcclGroup {
  public:
   // Collective over `group` (not MPI_COMM_NULL); the device must be set.

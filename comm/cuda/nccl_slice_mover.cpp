@@ -6,8 +6,8 @@
 namespace burstpool {
 
 NcclSliceMover::NcclSliceMover(std::unique_ptr<NcclGroup> world, int device, cudaStream_t stream,
-                               CachingAllocator& memory)
-    : world_(std::move(world)), device_(device), stream_(stream), memory_(memory) {}
+                               CachingAllocator& memory, std::shared_ptr<NcclSequence> order)
+    : world_(std::move(world)), device_(device), stream_(stream), memory_(memory), order_(std::move(order)) {}
 
 NcclSliceMover::~NcclSliceMover() {
   if (group_open_) ncclGroupEnd();  // an exception between queueing and finish()
@@ -26,6 +26,7 @@ void NcclSliceMover::keep(float* dst, const float* src, size_t n, bool accumulat
 void NcclSliceMover::open_group() {
   if (group_open_) return;
   BP_CUDA_CHECK(cudaSetDevice(device_));
+  order_->before(stream_);
   BP_NCCL_CHECK(ncclGroupStart());
   group_open_ = true;
 }
@@ -49,6 +50,7 @@ void NcclSliceMover::finish(WaitSite*) {
   if (group_open_) {
     group_open_ = false;
     BP_NCCL_CHECK(ncclGroupEnd());
+    order_->after(stream_);
   }
   for (const Addition& a : additions_) cuda::write_grad(a.dst, a.piece, a.n, true, stream_);
   BP_CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -23,8 +23,10 @@ namespace burstpool {
 class NcclSliceMover final : public SliceMover {
  public:
   // `world`: an NCCL communicator with the executor's world rank numbers.
-  // Work goes on `stream` of `device`; temporaries come from `memory`.
-  NcclSliceMover(std::unique_ptr<NcclGroup> world, int device, cudaStream_t stream, CachingAllocator& memory);
+  // Work goes on `stream` of `device`, in `order` with the process's other
+  // NCCL calls; temporaries come from `memory`.
+  NcclSliceMover(std::unique_ptr<NcclGroup> world, int device, cudaStream_t stream, CachingAllocator& memory,
+                 std::shared_ptr<NcclSequence> order);
   ~NcclSliceMover() override;
   void keep(float* dst, const float* src, size_t n, bool accumulate) override;
   void send(const float* src, size_t n, int peer, int tag) override;  // tag unused: one piece per pair
@@ -42,6 +44,7 @@ class NcclSliceMover final : public SliceMover {
   int device_;
   cudaStream_t stream_;
   CachingAllocator& memory_;
+  std::shared_ptr<NcclSequence> order_;
   bool group_open_ = false;
   std::vector<Addition> additions_;
 };

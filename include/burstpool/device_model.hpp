@@ -17,7 +17,16 @@
 
 namespace burstpool {
 
-class SliceMover;  // comm/slice_mover.hpp
+class SliceMover;    // comm/slice_mover.hpp
+class GroupReducer;  // comm/grad_sync.hpp
+class GroupCache;    // comm/communicator.hpp
+
+// What carries a burst plan's data between the ranks' devices directly,
+// without host copies (the CUDA model's: NCCL). Empty when the device cannot.
+struct DeviceTransport {
+  std::unique_ptr<SliceMover> slices;       // between buffers from DeviceModel::address
+  std::unique_ptr<GroupReducer> gradients;  // sums over a layer's group, in device memory
+};
 
 // The ranks a device model trains with (a data-parallel plan): after each
 // backward their gradients are summed, and batch norm sums its statistics
@@ -73,14 +82,16 @@ class DeviceModel {
   // flat array (laid out as the Model's).
   virtual void copy_out(Buffer what, int layer, int slot, float* host, size_t floats) = 0;
   virtual void copy_in(Buffer what, int layer, int slot, const float* host, size_t floats) = 0;
-  // Slices moved between the devices' buffers directly, without the host
-  // copies: a mover for pointers from address(), or nullptr when this device
-  // cannot (the CUDA one: unless every rank has a GPU of its own, for NCCL).
-  // Collective over `world`, the communicator whose rank numbers the
-  // executor's pieces use; called once, after use_slot_buffers.
-  virtual std::unique_ptr<SliceMover> slice_mover(MPI_Comm world) = 0;
+  // Burst plans: slices and parameter-gradient sums carried between the
+  // devices directly, or an empty transport when this device cannot (the
+  // CUDA one: unless every rank has a GPU of its own, as NCCL needs).
+  // Collective over groups.world(), whose rank numbers the executor's pieces
+  // use; makes what it needs for every group of the plan. Called once, after
+  // use_slot_buffers.
+  virtual DeviceTransport transport(const GroupCache& groups) = 0;
   // Where a buffer of copy_out starts in the device's memory (activation,
-  // gradient, slot_input, slot_gradient of a layer this rank runs).
+  // gradient, slot_input, slot_gradient of a layer this rank runs; layer -1
+  // of parameter_gradient: the whole flat array).
   virtual float* address(Buffer what, int layer, int slot) = 0;
   virtual void to_host(float* velocity) = 0;          // parameters, state into the Model; momentum into velocity
   virtual void from_host(const float* velocity) = 0;  // the reverse

@@ -212,11 +212,16 @@ float GpuModel::loss() {
   return loss;
 }
 
-std::unique_ptr<SliceMover> GpuModel::slice_mover(MPI_Comm world) {
+DeviceTransport GpuModel::transport(const GroupCache& groups) {
   use_device();
-  if (!gpus_are_distinct(world, ctx_.device())) return nullptr;  // then through the host
-  return std::make_unique<NcclSliceMover>(std::make_unique<NcclGroup>(world), ctx_.device(), stream_,
-                                          ctx_.allocator());
+  DeviceTransport t;
+  if (!gpus_are_distinct(groups.world(), ctx_.device())) return t;  // then through the host
+  auto order = std::make_shared<NcclSequence>();
+  t.slices = std::make_unique<NcclSliceMover>(std::make_unique<NcclGroup>(groups.world()), ctx_.device(), stream_,
+                                              ctx_.allocator(), order);
+  t.gradients = std::make_unique<NcclGroupReducer>(groups, ctx_.device(), stream_,
+                                                   ctx_.stream(StreamRole::gradient_sync), order);
+  return t;
 }
 
 float* GpuModel::address(Buffer what, int layer, int slot) {

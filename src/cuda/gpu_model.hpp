@@ -33,6 +33,7 @@
 #include "burstpool/model.hpp"
 #include "burstpool/optimizer.hpp"
 #include "../../comm/cuda/nccl_group.hpp"
+#include "../../comm/cuda/nccl_reducer.hpp"
 #include "../../comm/cuda/nccl_slice_mover.hpp"
 #include "../../layers/cuda/kernels.hpp"
 #include "context.hpp"
@@ -74,8 +75,9 @@ class GpuModel final : public DeviceModel {
   float loss() override;
   void copy_out(Buffer what, int layer, int slot, float* host, size_t floats) override;
   void copy_in(Buffer what, int layer, int slot, const float* host, size_t floats) override;
-  // NCCL between the ranks' GPUs when each has its own (nccl_slice_mover.hpp).
-  std::unique_ptr<SliceMover> slice_mover(MPI_Comm world) override;
+  // NCCL between the ranks' GPUs when each has its own (nccl_slice_mover.hpp,
+  // nccl_reducer.hpp).
+  DeviceTransport transport(const GroupCache& groups) override;
   float* address(Buffer what, int layer, int slot) override;
   void join_ranks(DeviceRanks ranks) override;
   void set_before_layer(std::function<void()> hook) override { before_layer_ = std::move(hook); }

@@ -38,7 +38,7 @@ TEST(NcclSliceMover, PiecesToItselfOverwriteOrAdd) {
   for (int k = 2; k < 6; ++k) BP_CUDA_CHECK(cudaMemcpy(d[k], b.data(), n * sizeof(float), cudaMemcpyHostToDevice));
   const size_t in_use = memory.stats().in_use_bytes;
 
-  NcclSliceMover mover(NcclGroup::alone(), gpu.device(), stream, memory);
+  NcclSliceMover mover(NcclGroup::alone(), gpu.device(), stream, memory, std::make_shared<NcclSequence>());
   for (int round = 0; round < 2; ++round) {  // a second exchange on the same mover
     mover.send(d[0], n, 0, 0);
     mover.receive(d[2], n, 0, 0, false);

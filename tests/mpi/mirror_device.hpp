@@ -8,12 +8,15 @@
 // and layer state stay the Model's (its CPU layers hold them), so parameter
 // gradient copies are no-ops here: this double checks the slices, not those.
 //
-// With `moves_slices`, it also moves slices itself (DeviceModel::slice_mover):
-// MPI between its own buffers, standing in for NCCL between device buffers.
-// Then the executor must hand the mover the right buffer addresses and
-// offsets and make no host copies of slices at all: the Model's activation
-// and slot buffers are not updated in this mode, so a slice read from them
-// would be stale.
+// With `moves_slices`, it also has a transport (DeviceModel::transport): MPI
+// between its own buffers standing in for NCCL between device buffers, and
+// MPI sums of the parameter gradients where they are (the Model's). Then the
+// executor must hand the mover the right buffer addresses and offsets and
+// make no host copies of slices at all (the Model's activation and slot
+// buffers are not updated in this mode, so a slice read from them would be
+// stale), and it must sum parameter gradients through the transport only
+// (a copy of them to or from the host fails the test; summing twice doubles
+// them).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -21,6 +24,8 @@
 
 #include "burstpool/executor.hpp"
 #include "burstpool/model.hpp"
+#include "communicator.hpp"
+#include "grad_sync.hpp"
 #include "slice_mover.hpp"
 
 namespace burstpool {
@@ -83,23 +88,31 @@ class MirrorDevice final : public DeviceModel {
   }
   float loss() override { return loss_; }
   void copy_out(Buffer what, int layer, int slot, float* host, size_t floats) override {
+    if (moves_slices_ && what == Buffer::parameter_gradient) ADD_FAILURE() << "gradients to the host, with a transport";
     if (model_owned(what)) return;  // the Model's own (see above)
     const Tensor& from = buffer(what, layer, slot);
     ASSERT_LE(floats, from.size()) << "copy_out past the end of layer " << layer << "'s buffer";
     std::memcpy(host, from.data(), floats * sizeof(float));
   }
   void copy_in(Buffer what, int layer, int slot, const float* host, size_t floats) override {
+    if (moves_slices_ && what == Buffer::parameter_gradient) ADD_FAILURE() << "gradients from the host, with a transport";
     if (model_owned(what)) return;
     Tensor& to = buffer(what, layer, slot);
     ASSERT_LE(floats, to.size()) << "copy_in past the end of layer " << layer << "'s buffer";
     std::memcpy(to.data(), host, floats * sizeof(float));
   }
-  std::unique_ptr<SliceMover> slice_mover(MPI_Comm world) override {
-    if (!moves_slices_) return nullptr;
-    return std::make_unique<MpiSliceMover>(world);
+  DeviceTransport transport(const GroupCache& groups) override {
+    DeviceTransport t;
+    if (!moves_slices_) return t;
+    t.slices = std::make_unique<MpiSliceMover>(groups.world());
+    t.gradients = std::make_unique<CountingReducer>(floats_summed_);
+    return t;
   }
+  // Floats its transport summed over groups so far (a count of every start).
+  size_t floats_summed() const { return floats_summed_; }
   float* address(Buffer what, int layer, int slot) override {
-    EXPECT_TRUE(moves_slices_) << "address() without a slice mover";
+    EXPECT_TRUE(moves_slices_) << "address() without a transport";
+    if (what == Buffer::parameter_gradient && layer == -1) return m_.grads().data();
     EXPECT_FALSE(model_owned(what)) << "address() of a parameter buffer";
     return buffer(what, layer, slot).data();
   }
@@ -148,8 +161,25 @@ class MirrorDevice final : public DeviceModel {
     }
   }
 
+  // MPI sums that count what they are given.
+  class CountingReducer final : public GroupReducer {
+   public:
+    explicit CountingReducer(size_t& floats) : floats_(floats) {}
+    void start(float* data, size_t count, const Communicator& group) override {
+      floats_ += count;
+      mpi_.start(data, count, group);
+    }
+    void progress() override { mpi_.progress(); }
+    void wait(WaitSite* site) override { mpi_.wait(site); }
+
+   private:
+    size_t& floats_;
+    MpiGroupReducer mpi_;
+  };
+
   Model& m_;
   bool moves_slices_;
+  size_t floats_summed_ = 0;
   std::vector<Tensor> acts_, grads_;
   std::vector<std::vector<Tensor>> slot_in_, slot_grad_;
   float loss_ = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "burstpool/executor.hpp"
+#include "grad_sync.hpp"
 #include "slice_mover.hpp"
 #include "burstpool/model_io.hpp"
 
@@ -71,9 +72,9 @@ class RecordingDevice final : public DeviceModel {
   float loss() override { return 0; }
   void copy_out(Buffer, int, int, float*, size_t) override { ADD_FAILURE() << "burst path"; }
   void copy_in(Buffer, int, int, const float*, size_t) override { ADD_FAILURE() << "burst path"; }
-  std::unique_ptr<SliceMover> slice_mover(MPI_Comm) override {
+  DeviceTransport transport(const GroupCache&) override {
     ADD_FAILURE() << "burst path";
-    return nullptr;
+    return {};
   }
   float* address(Buffer, int, int) override {
     ADD_FAILURE() << "burst path";

@@ -108,7 +108,12 @@ enum class Path { cpu, device_staged, device_moves_slices };
 std::vector<float> train(const ModelSpec& spec, const Plan& plan, MPI_Comm comm, Path path = Path::cpu) {
   Executor exec(spec, plan, comm, 42, 64);  // tiny buckets: many reductions
   Model& m = exec.model();
-  if (path != Path::cpu) exec.use_device(std::make_unique<MirrorDevice>(m, path == Path::device_moves_slices));
+  MirrorDevice* mirror = nullptr;
+  if (path != Path::cpu) {
+    auto device = std::make_unique<MirrorDevice>(m, path == Path::device_moves_slices);
+    mirror = device.get();
+    exec.use_device(std::move(device));
+  }
   Sgd sgd(m, {0.9f, true, 0.01f});
   Context ctx;
   ctx.seed = 5;
@@ -120,6 +125,12 @@ std::vector<float> train(const ModelSpec& spec, const Plan& plan, MPI_Comm comm,
     exec.forward(kBatch, b.images.data() + in.offset * m.sample_shape().count(), b.labels.data() + ls.offset, ctx);
     exec.backward(ctx);
     sgd.step(0.1f, exec.held_param_ranges());
+  }
+  if (path == Path::device_moves_slices) {  // every held layer of a group summed once a step, through the transport
+    size_t expected = 0;
+    for (int i = 0; i < m.size(); ++i)
+      if (exec.holds(i) && exec.ranks_of(i).size() > 1) expected += kSteps * m.param_range(i).second;
+    EXPECT_EQ(mirror->floats_summed(), expected) << "parameter gradients not summed through the device's transport";
   }
   exec.share_from_owners(m.params().data(), m.params().size(), false);
   exec.share_from_owners(m.state().data(), m.state().size(), true);
