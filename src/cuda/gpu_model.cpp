@@ -215,7 +215,11 @@ float GpuModel::loss() {
 DeviceTransport GpuModel::transport(const GroupCache& groups) {
   use_device();
   DeviceTransport t;
-  if (!gpus_are_distinct(groups.world(), ctx_.device())) return t;  // then through the host
+  if (!gpus_are_distinct(groups.world(), ctx_.device())) {
+    host_transport_ = true;
+    return t;  // then through the host
+  }
+  nccl_transport_ = true;
   auto order = std::make_shared<NcclSequence>();
   t.slices = std::make_unique<NcclSliceMover>(std::make_unique<NcclGroup>(groups.world()), ctx_.device(), stream_,
                                               ctx_.allocator(), order);
@@ -353,7 +357,11 @@ void GpuModel::from_host(const float* velocity) {
 std::string GpuModel::describe() const {
   cudaDeviceProp prop{};
   BP_CUDA_CHECK(cudaGetDeviceProperties(&prop, ctx_.device()));
-  return fmt::format("GPU {} ({}){}", ctx_.device(), prop.name, graphs_ ? ", CUDA graphs" : "");
+  // Between ranks: the whole-model path joined ranks, or the burst path asked for a transport.
+  const char* between = nccl_ || nccl_transport_ ? ", NCCL between ranks"
+                        : ranks_.host_sum || host_transport_ ? ", between ranks through host memory"
+                                                             : "";
+  return fmt::format("GPU {} ({}){}{}", ctx_.device(), prop.name, graphs_ ? ", CUDA graphs" : "", between);
 }
 
 void GpuModel::gradients(float* host) const { download_to(host, grads_, host_.param_count()); }

@@ -159,6 +159,7 @@ class GpuModel final : public DeviceModel {
   float* host_grads_ = nullptr;  // pinned: gradients summed on the host
   double* host_sums_ = nullptr;  // pinned: batch-norm sums
   std::function<void()> before_layer_;
+  bool nccl_transport_ = false, host_transport_ = false;  // what transport() found (for describe)
 
   bool graphs_ = false;
   bool has_batchnorm_ = false;

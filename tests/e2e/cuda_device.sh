@@ -4,8 +4,10 @@
 # same steps on the CPU, a burst plan on 2 ranks on the GPU(s) within
 # tolerance of the same plan on the CPU, sma learners (2 replicas on the
 # GPU, each on its own streams) within tolerance of the CPU's, 2 ranks on
-# the GPU(s) within tolerance of 1 rank (checkpoints compared), and a
-# foreground on 2 ranks with a background job on the same GPU(s) both train.
+# the GPU(s) within tolerance of 1 rank (checkpoints compared), the ranks
+# talking through NCCL when each has a GPU of its own, else through the host
+# (as the banner says), and a foreground on 2 ranks with a background job on
+# the same GPU(s) both train.
 # Without one: the job stops at once with one line naming the job file and the
 # reason, on 1 and 2 ranks, and a background job that asks for cuda is refused
 # naming its file.
@@ -70,6 +72,12 @@ if "$bin" train "$work/job.ini" --set job.device=cuda --checkpoint "$work/gpu.h5
   two "$work/job.ini" --set job.device=cuda --plan "$work/plan.json" --checkpoint "$work/gpu_burst.h5" \
     >"$work/gpu_burst.out" 2>&1 || fail "burst plan on the GPU failed: $(tail -3 "$work/gpu_burst.out")"
   weights_close cpu_burst gpu_burst "burst plan, GPU against CPU"
+  # Two GPUs or more: each rank has its own, so NCCL carries slices and sums; one: the host does.
+  between="between ranks through host memory"
+  (( $(nvidia-smi -L 2>/dev/null | grep -c '^GPU') >= 2 )) && between="NCCL between ranks"
+  for run in gpu2 gpu_burst; do
+    grep -q "$between" "$work/$run.out" || fail "$run: the banner does not say '$between': $(grep -m1 GPU "$work/$run.out")"
+  done
   (unset OMPI_MCA_mpi_yield_when_idle
    two "$work/fg.ini" --set job.device=cuda --metrics "$work/mux.json" >"$work/mux.out" 2>&1) ||
     fail "foreground with a GPU background failed: $(tail -3 "$work/mux.out")"
