@@ -13,7 +13,7 @@ const std::vector<JobKey>& job_schema() {
       {"job", "name", "", "text", "Name used in progress output and metrics; default: the job file's name"},
       {"job", "model", "", "path", "Model file (.ini or .h5), relative to the job file's folder. Required"},
       {"job", "seed", "1", "integer", "Seed for weight initialisation, shuffling, dropout and synthetic data"},
-      {"job", "device", "cpu", "cpu | cuda", "Where layers run. cuda: the GPU of the rank's node-local rank (ranks may share one), any plan or [sync] strategy; a background job may say cuda too (docs/cuda.md); needs a build with the CUDA backend"},
+      {"job", "device", "cpu", "cpu | cuda | twin", "Where layers run. cuda: the GPU of the rank's node-local rank (ranks may share one), any plan or [sync] strategy; a background job may say cuda too (docs/cuda.md); needs a build with the CUDA backend. twin: for testing, the device code paths with a second copy of the model in host memory standing in for the GPU (the CPU's results, slower; docs/cuda.md)"},
       {"job", "cuda_graphs", "false", "boolean", "device = cuda: capture each training step's forward and backward layers in CUDA graphs and replay them, where nothing in them waits for the host (one rank or ranks sharing a GPU, no batch-norm group sums; docs/cuda.md)"},
       {"job", "threads", "0", "threads", "Threads per rank; 0: OMP_NUM_THREADS, else 1 under MPI with several ranks, else all cores"},
       {"data", "source", "fashion-mnist", "fashion-mnist | hdf5 | synthetic", "Where samples come from"},
@@ -182,7 +182,7 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   c.model_path = resolve(base, v.str("job", "model"));
   if (c.model_path.empty()) v.fail("job", "model", "missing (required)");
   c.seed = static_cast<uint64_t>(v.integer("job", "seed", 0));
-  c.device = v.choice("job", "device", {"cpu", "cuda"});
+  c.device = v.choice("job", "device", {"cpu", "cuda", "twin"});
   c.cuda_graphs = v.boolean("job", "cuda_graphs");
   if (c.cuda_graphs && c.device != "cuda") v.fail("job", "cuda_graphs", "needs device = cuda");
   c.threads = static_cast<int>(v.integer("job", "threads", 0));

@@ -115,6 +115,7 @@ void TrainingSession::apply(int64_t step) {
 }
 
 void use_job_device(const JobConfig& job, Executor& exec, bool background) {
+  if (job.device == "twin") return exec.use_device(make_twin_model(exec.model()), background);
   if (job.device != "cuda") return;
   try {
     exec.use_device(make_cuda_model(exec.model(), world().local_rank, {background, job.cuda_graphs}), background);

@@ -101,6 +101,22 @@ struct CudaOptions {
   bool background = false;  // on the least-priority streams (a background job), else the greatest
   bool graphs = false;      // CUDA graphs for training steps where they apply (src/cuda/gpu_model.hpp)
 };
+// A stand-in device for testing the device paths without a GPU ([job] device
+// = twin): a second Model of the same spec in host memory, run by the CPU
+// layers (src/twin_device.cpp). With `transport`, it also moves burst plans'
+// slices between its own buffers and sums gradients there (MPI standing in
+// for NCCL); else they go through the host Model, as for ranks sharing a GPU.
+// What a twin saw, for tests to check how the executor used it.
+struct TwinCounts {
+  size_t floats_summed = 0;              // by its transport's gradient sums
+  size_t parameter_gradient_copies = 0;  // copy_out and copy_in calls of parameter gradients
+};
+struct TwinOptions {
+  bool transport = false;
+  TwinCounts* counts = nullptr;  // optional, must outlive the twin
+};
+std::unique_ptr<DeviceModel> make_twin_model(Model& host, const TwinOptions& options = {});
+
 // The CUDA model on the GPU of this node-local rank. Throws Error when the
 // build has no CUDA backend or no GPU is visible.
 std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank, const CudaOptions& options = {});
