@@ -3,9 +3,11 @@
 // batch. Tolerance: |a - b| <= 2e-5 + 1e-4 |b| per value after 3 SGD steps;
 // the only differences are float summation orders (slice-wise GEMMs, the
 // allreduce, batch-norm sums). Burst plans also run through the executor's
-// device path with a pretend device in host memory (mirror_device.hpp),
-// once with slices staged through the host and once moved between its own
-// buffers, which must both give the CPU path's results bit for bit.
+// device path with the twin device (a second model in host memory,
+// src/twin_device.cpp), once with slices and gradient sums staged through
+// the host and once carried by its transport between its own buffers, which
+// must both give the CPU path's results bit for bit: a copy between host and
+// twin that the executor forgets leaves stale values on one side.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -15,7 +17,6 @@
 #include "burstpool/model_io.hpp"
 #include "burstpool/optimizer.hpp"
 #include "kernels.hpp"
-#include "mirror_device.hpp"
 
 namespace burstpool {
 namespace {
@@ -108,13 +109,10 @@ enum class Path { cpu, device_staged, device_moves_slices };
 std::vector<float> train(const ModelSpec& spec, const Plan& plan, MPI_Comm comm, Path path = Path::cpu) {
   Executor exec(spec, plan, comm, 42, 64);  // tiny buckets: many reductions
   Model& m = exec.model();
-  MirrorDevice* mirror = nullptr;
-  if (path != Path::cpu) {
-    auto device = std::make_unique<MirrorDevice>(m, path == Path::device_moves_slices);
-    mirror = device.get();
-    exec.use_device(std::move(device));
-  }
-  Sgd sgd(m, {0.9f, true, 0.01f});
+  TwinCounts counts;
+  if (path != Path::cpu) exec.use_device(make_twin_model(m, {path == Path::device_moves_slices, &counts}));
+  const SgdOptions options{0.9f, true, 0.01f};
+  Sgd sgd(m, options);
   Context ctx;
   ctx.seed = 5;
   ctx.loss_scale = 1.0 / kBatch;
@@ -124,14 +122,19 @@ std::vector<float> train(const ModelSpec& spec, const Plan& plan, MPI_Comm comm,
     ctx.step = step;
     exec.forward(kBatch, b.images.data() + in.offset * m.sample_shape().count(), b.labels.data() + ls.offset, ctx);
     exec.backward(ctx);
-    sgd.step(0.1f, exec.held_param_ranges());
+    if (DeviceModel* device = exec.device())
+      device->sgd_step(0.1f, options, exec.held_param_ranges());
+    else
+      sgd.step(0.1f, exec.held_param_ranges());
   }
   if (path == Path::device_moves_slices) {  // every held layer of a group summed once a step, through the transport
     size_t expected = 0;
     for (int i = 0; i < m.size(); ++i)
       if (exec.holds(i) && exec.ranks_of(i).size() > 1) expected += kSteps * m.param_range(i).second;
-    EXPECT_EQ(mirror->floats_summed(), expected) << "parameter gradients not summed through the device's transport";
+    EXPECT_EQ(counts.floats_summed, expected) << "parameter gradients not summed through the device's transport";
+    EXPECT_EQ(counts.parameter_gradient_copies, 0u) << "parameter gradients went through the host despite a transport";
   }
+  if (path != Path::cpu) exec.device()->to_host(sgd.velocity().data());  // the twin's parameters and state
   exec.share_from_owners(m.params().data(), m.params().size(), false);
   exec.share_from_owners(m.state().data(), m.state().size(), true);
   std::vector<float> out(m.params().data(), m.params().data() + m.params().size());
