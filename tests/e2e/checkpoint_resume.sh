@@ -3,7 +3,8 @@
 # parameters, batch-norm statistics and momentum of an uninterrupted run with
 # the same seed: killed mid-training (several points), killed while a
 # checkpoint is being written, and resumed past a corrupt checkpoint (which is
-# refused with a message; the previous one is used). Also on 2 ranks.
+# refused with a message; the previous one is used). Also on 2 ranks, and on
+# the device path (the twin device).
 # Usage: checkpoint_resume.sh BURSTPOOL_BINARY SOURCE_DIR
 set -u
 source "$(dirname "$0")/lib/harness.sh" "$@"
@@ -142,6 +143,19 @@ else
   else
     fail "2 ranks: resumed run differs"
   fi
+fi
+
+# 6. On the device path (device = twin, a second model in host memory that
+#    matches the CPU bit for bit: docs/cuda.md): checkpoints take the
+#    device's parameters, statistics and momentum, and a resume puts them back.
+ckpt="$work/twin.h5"
+"$bin" train "$work/job.ini" --set job.device=twin --checkpoint "$ckpt" --steps 45 >/dev/null || fail "twin: first run"
+"$bin" train "$work/job.ini" --set job.device=twin --checkpoint "$ckpt" --resume >"$work/twin.log" 2>&1 ||
+  fail "twin: resume run"
+if grep -q "resuming from the checkpoint of step 45" "$work/twin.log" && same_as_reference "$ckpt"; then
+  echo "ok   device path (twin): stopped at step 45, resumed, identical to the uninterrupted CPU run"
+else
+  fail "twin: resumed run differs from the uninterrupted one"; head -5 "$work/twin.log"
 fi
 
 finish checkpoint_resume
