@@ -5,8 +5,8 @@
 # carried Open MPI, burstpool itself: tests/e2e/cuda_device.sh (GPU against
 # CPU, 2 ranks against 1 on the GPU, a burst plan, a background job on the
 # GPU), whole training steps of LeNet-5 and vgg16 with and without CUDA
-# graphs, and the
-# multiplexing figure (2 ranks sharing the GPU: a small-VGG foreground with a
+# graphs, the layer profile of vgg16 on the GPU and the plan it gives, and
+# the multiplexing figure (2 ranks sharing the GPU: a small-VGG foreground with a
 # burst plan and data parallel, a small-VGG background on the low-priority
 # stream). Needs
 # gpu-run/ from scripts/pack-gpu-run.sh, carried to the GPU machine.
@@ -98,6 +98,16 @@ json.dump(summary, open(sys.argv[1], "w"), indent=1)
 for k, v in summary.items():
     print(k, v)
 PY
+
+section "layer profile of vgg16 on the GPU, and the plan it gives for 8 GPUs"
+# What the planner needs on a GPU cluster (docs/profiles.md); the plan's link
+# figures are an assumption (NVLink-class: 100 GB/s, 5 us), not measured.
+timeout 120 gpu-run/burstpool profile jobs/models/vgg16.ini --device cuda --batches 4,8,32 \
+  --out "$out/vgg16_profile_cuda.json" >>"$log" 2>&1
+echo "profile: exit $?" | tee -a "$log"
+timeout 60 gpu-run/burstpool plan jobs/models/vgg16.ini --profile "$out/vgg16_profile_cuda.json" --ranks 8 \
+  --global-batch 64 --amp-limit 2 --bandwidth 100 --latency 5 --out /tmp/gpu-run/vgg16_plan_8.json >>"$log" 2>&1
+echo "plan: exit $?" | tee -a "$log"
 
 section "multiplexing on one GPU, 2 ranks"
 # Small-VGG foreground (batch 32) with the "alternate" burst plan (each layer

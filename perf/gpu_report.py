@@ -3,7 +3,8 @@
 perf/results/gpu.md: the CUDA tests' outcome, vgg16 per layer and per step at
 batch 32 against PyTorch on the same GPU (fp32 and TF32 stated), the
 convolutions' TFLOP/s, whole training steps with and without CUDA graphs,
-and multiplexing on one GPU shared by 2 ranks. Missing or failed parts are
+the planner's layer profile of vgg16 on the GPU, and multiplexing on one GPU
+shared by 2 ranks. Missing or failed parts are
 reported as such, never filled in.
 
 Usage: perf/gpu_report.py OUTDIR [--out perf/results/gpu.md]
@@ -80,6 +81,18 @@ def steps_section(steps):
     return lines + [""]
 
 
+def profile_section(profile):
+    lines = ["## Layer profile of vgg16 on the GPU (`burstpool profile --device cuda`, what the planner reads)", ""]
+    if "error" in profile:
+        return lines + [f"No result: {profile['error']}.", ""]
+    lines += ["| batch | sum of layers, forward + backward ms | whole step ms | step / sum |", "|---|---|---|---|"]
+    for k, b in enumerate(profile["batches"]):
+        total = sum(l["forward_ms"][k] + l["backward_ms"][k] for l in profile["layers"])
+        step = profile["step_ms"][k] if k < len(profile.get("step_ms", [])) else float("nan")
+        lines.append(f"| {b} | {total:.3f} | {step:.3f} | {step / total:.2f} |")
+    return lines + [""]
+
+
 def multiplex_section(mux):
     lines = ["## Multiplexing on one GPU shared by 2 ranks (small-VGG foreground batch 32, small-VGG background "
              "batch 64 on the least-priority stream)", ""]
@@ -111,6 +124,7 @@ def main():
     lines += vgg16_section(load(os.path.join(d, "vgg16_layers.json")), load(os.path.join(d, "torch_vgg16.json")),
                            steps if "error" not in steps else {})
     lines += steps_section(steps)
+    lines += profile_section(load(os.path.join(d, "vgg16_profile_cuda.json")))
     lines += multiplex_section(load(os.path.join(d, "multiplex.json")))
     text = "\n".join(lines)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

@@ -34,6 +34,14 @@ std::string to_string(StreamRole role) {
   return "?";
 }
 
+std::unique_ptr<DeviceModel> make_device_model(const std::string& device, Model& model, int local_rank,
+                                               const CudaOptions& options) {
+  if (device == "cpu") return nullptr;
+  if (device == "twin") return make_twin_model(model);
+  if (device == "cuda") return make_cuda_model(model, local_rank, options);
+  throw Error(fmt::format("unknown device '{}' (cpu, cuda or twin)", device));
+}
+
 #ifndef BURSTPOOL_HAVE_CUDA
 bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "../layers/kernels.hpp"
+#include "burstpool/device_model.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/json_io.hpp"
 #include "burstpool/model.hpp"
@@ -47,6 +50,61 @@ nlohmann::json read_json(const std::string& path, const char* what) {
   }
 }
 
+// What is timed for one batch size: each layer's forward and backward alone
+// on real activations, and a whole training step, each returning once its
+// work is done.
+struct TimedPasses {
+  std::function<void(int)> forward_layer, backward_layer;
+  std::function<void()> step;
+};
+
+// The CPU layers of `m`, with `m`'s activations filled by one step.
+TimedPasses on_cpu(Model& m, Sgd& sgd, const float* images, const Context& ctx) {
+  m.load_batch(images);
+  m.forward(ctx);  // fills every activation the layers read
+  m.backward(ctx);
+  return {[&m, &ctx](int i) { m.forward_layer(i, ctx); }, [&m, &ctx](int i) { m.backward_layer(i, ctx); },
+          [&m, &sgd, images, &ctx] {
+            m.load_batch(images);
+            m.forward(ctx);
+            m.backward(ctx);
+            sgd.step(0.0f);  // the optimizer's work, without changing the model
+          }};
+}
+
+// The same through a device model's per-layer calls (as the executor runs a
+// burst plan) and whole-model calls (a data-parallel step), waiting for the
+// device after each; the input layer has nothing to run there.
+TimedPasses on_device(DeviceModel& d, Model& m, const float* images, const int32_t* labels, const Context& ctx) {
+  const int b = m.batch();
+  std::vector<std::vector<bool>> direct;  // every input from the producer's own buffers
+  for (int i = 0; i < m.size(); ++i) direct.emplace_back(m.inputs(i).size(), true);
+  d.use_slot_buffers(direct);
+  d.load_input(images, b, labels, b, ctx);
+  for (int i = 0; i < m.size(); ++i)
+    if (i != m.input_layer()) d.forward_layer(i, ctx);
+  for (int i = m.size() - 1; i >= 0; --i)
+    if (i != m.input_layer()) d.backward_layer(i, ctx);
+  d.synchronize();
+  const int input = m.input_layer();
+  const std::vector<std::pair<size_t, size_t>> all{{0, m.param_count()}};
+  return {[&d, &ctx, input](int i) {
+            if (i == input) return;
+            d.forward_layer(i, ctx);
+            d.synchronize();
+          },
+          [&d, &ctx, input](int i) {
+            if (i == input) return;
+            d.backward_layer(i, ctx);
+            d.synchronize();
+          },
+          [&d, &ctx, images, labels, b, all] {
+            d.forward(b, images, labels, ctx);
+            d.backward(ctx);
+            d.sgd_step(0.0f, SgdOptions{}, all);  // the optimizer's work, without changing the model
+            d.synchronize();
+          }};
+}
 
 }  // namespace
 
@@ -60,7 +118,7 @@ ModelProfile profile_model(const ModelSpec& spec, const ProfileOptions& options)
   ModelProfile p;
   p.model = spec.name;
   p.fingerprint = model_fingerprint(spec);
-  p.device = "cpu";
+  p.device = options.device;
   p.threads = configure_threads(0);
   p.batches = options.batches;
   for (int b : options.batches) {
@@ -73,9 +131,15 @@ ModelProfile profile_model(const ModelSpec& spec, const ProfileOptions& options)
     Context ctx;
     ctx.labels = labels.data();
     ctx.loss_scale = 1.0 / b;
-    m.load_batch(images.data());
-    m.forward(ctx);  // fills every activation the layers read
-    m.backward(ctx);
+    Sgd sgd(m, {});
+    std::unique_ptr<DeviceModel> device;
+    try {
+      device = make_device_model(options.device, m, world().local_rank);
+    } catch (const Error& e) {
+      throw Error(fmt::format("--device {}: {}", options.device, e.what()));
+    }
+    const TimedPasses run = device ? on_device(*device, m, images.data(), labels.data(), ctx)
+                                   : on_cpu(m, sgd, images.data(), ctx);
     if (p.layers.empty())
       for (int i = 0; i < m.size(); ++i) {
         LayerProfile l;
@@ -86,18 +150,10 @@ ModelProfile profile_model(const ModelSpec& spec, const ProfileOptions& options)
         p.layers.push_back(l);
       }
     for (int i = 0; i < m.size(); ++i) {
-      p.layers[i].forward_ms.push_back(time_ms([&] { m.forward_layer(i, ctx); }, options.warmup, options.repeats));
-      p.layers[i].backward_ms.push_back(time_ms([&] { m.backward_layer(i, ctx); }, options.warmup, options.repeats));
+      p.layers[i].forward_ms.push_back(time_ms([&] { run.forward_layer(i); }, options.warmup, options.repeats));
+      p.layers[i].backward_ms.push_back(time_ms([&] { run.backward_layer(i); }, options.warmup, options.repeats));
     }
-    Sgd sgd(m, {});
-    p.step_ms.push_back(time_ms(
-        [&] {
-          m.load_batch(images.data());
-          m.forward(ctx);
-          m.backward(ctx);
-          sgd.step(0.0f);  // the optimizer's work, without changing the model
-        },
-        options.warmup, options.repeats));
+    p.step_ms.push_back(time_ms(run.step, options.warmup, options.repeats));
   }
   return p;
 }

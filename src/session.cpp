@@ -115,12 +115,12 @@ void TrainingSession::apply(int64_t step) {
 }
 
 void use_job_device(const JobConfig& job, Executor& exec, bool background) {
-  if (job.device == "twin") return exec.use_device(make_twin_model(exec.model()), background);
-  if (job.device != "cuda") return;
+  if (job.device == "cpu") return;
   try {
-    exec.use_device(make_cuda_model(exec.model(), world().local_rank, {background, job.cuda_graphs}), background);
+    exec.use_device(make_device_model(job.device, exec.model(), world().local_rank, {background, job.cuda_graphs}),
+                    background);
   } catch (const Error& e) {
-    throw Error(fmt::format("{}: [job] device = cuda: {}", job.file, e.what()));
+    throw Error(fmt::format("{}: [job] device = {}: {}", job.file, job.device, e.what()));
   }
 }
 

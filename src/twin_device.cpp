@@ -176,6 +176,7 @@ class TwinDevice final : public DeviceModel {
     copy(twin_.state(), host_.state());
     if (velocity) std::memcpy(sgd_->velocity().data(), velocity, twin_.param_count() * sizeof(float));
   }
+  void synchronize() override {}  // the twin's work is done when its calls return
   std::string describe() const override {
     const bool between = ranks_.host_sum || asked_transport_;
     return std::string("twin device (a second model in host memory)") +

@@ -96,6 +96,8 @@ class DeviceModel {
   virtual void to_host(float* velocity) = 0;          // parameters, state into the Model; momentum into velocity
   virtual void from_host(const float* velocity) = 0;  // the reverse
   virtual std::string describe() const = 0;           // for the banner: which device
+  // Returns once the work launched so far is done (for timing it).
+  virtual void synchronize() = 0;
 };
 struct CudaOptions {
   bool background = false;  // on the least-priority streams (a background job), else the greatest
@@ -120,5 +122,11 @@ std::unique_ptr<DeviceModel> make_twin_model(Model& host, const TwinOptions& opt
 // The CUDA model on the GPU of this node-local rank. Throws Error when the
 // build has no CUDA backend or no GPU is visible.
 std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank, const CudaOptions& options = {});
+
+// By the name of [job] device and profile --device: nullptr for "cpu" (the
+// executor's own layers), else the cuda or twin model of `model`. Throws
+// Error for another name, or as make_cuda_model does.
+std::unique_ptr<DeviceModel> make_device_model(const std::string& device, Model& model, int local_rank,
+                                               const CudaOptions& options = {});
 
 }  // namespace burstpool

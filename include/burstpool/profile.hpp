@@ -49,6 +49,9 @@ std::string model_fingerprint(const ModelSpec& spec);
 struct ProfileOptions {
   std::vector<int> batches = {1, 2, 4, 8, 16, 32};
   int warmup = 2, repeats = 7;
+  // Where the layers run: cpu, cuda (the GPU of this node-local rank) or
+  // twin (the device code path in host memory); make_device_model's names.
+  std::string device = "cpu";
 };
 ModelProfile profile_model(const ModelSpec& spec, const ProfileOptions& options);
 

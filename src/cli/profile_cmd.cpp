@@ -1,4 +1,4 @@
-// burstpool profile MODEL [--batches 1,2,4,...] [--warmup W] [--repeats R] --out PROFILE.json
+// burstpool profile MODEL [--batches 1,2,4,...] [--warmup W] [--repeats R] [--device cpu|cuda|twin] --out PROFILE.json
 // burstpool profile --network [--max-bytes B] [--repeats R] --out NET.json     (under mpirun)
 #include <fmt/format.h>
 
@@ -12,7 +12,7 @@ namespace burstpool::cli {
 
 namespace {
 struct ProfileArgs {
-  std::string model, out, batches = "1,2,4,8,16,32";
+  std::string model, out, batches = "1,2,4,8,16,32", device = "cpu";
   bool network = false;
   int warmup = 2, repeats = 7;
   double max_bytes = 64.0 * 1024 * 1024;
@@ -38,6 +38,8 @@ Command add_profile(CLI::App& app) {
   sub->add_option("--batches", args->batches, "Per-device batch sizes, comma-separated");
   sub->add_option("--warmup", args->warmup, "Untimed runs before timing");
   sub->add_option("--repeats", args->repeats, "Timed runs; the median is kept");
+  sub->add_option("--device", args->device, "Where the layers run: cpu, cuda (this rank's GPU) or twin (testing)")
+      ->check(CLI::IsMember({"cpu", "cuda", "twin"}));
   sub->add_option("--max-bytes", args->max_bytes, "--network: largest message in bytes");
   sub->add_option("--out", args->out, "Profile file to write (JSON)")->required();
   return {sub, [args] {
@@ -60,6 +62,7 @@ Command add_profile(CLI::App& app) {
             options.batches = parse_batches(args->batches);
             options.warmup = args->warmup;
             options.repeats = args->repeats;
+            options.device = args->device;
             ModelProfile p = profile_model(spec, options);
             if (world().rank != 0) return;
             save_profile(p, args->out);
@@ -71,8 +74,8 @@ Command add_profile(CLI::App& app) {
               for (size_t k = 0; k < p.batches.size(); ++k) fmt::print(" {:>14.3f}", l.forward_ms[k] + l.backward_ms[k]);
               fmt::print("\n");
             }
-            fmt::print("wrote {} ({} layers, {} batch sizes, {} thread(s))\n", args->out, p.layers.size(),
-                       p.batches.size(), p.threads);
+            fmt::print("wrote {} ({} layers, {} batch sizes, device {}, {} thread(s))\n", args->out, p.layers.size(),
+                       p.batches.size(), p.device, p.threads);
           }};
 }
 

@@ -364,6 +364,11 @@ std::string GpuModel::describe() const {
   return fmt::format("GPU {} ({}){}{}", ctx_.device(), prop.name, graphs_ ? ", CUDA graphs" : "", between);
 }
 
+void GpuModel::synchronize() {
+  use_device();
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
 void GpuModel::gradients(float* host) const { download_to(host, grads_, host_.param_count()); }
 
 float GpuModel::forward(int batch, const float* images, const int32_t* labels, const burstpool::Context& base) {

@@ -86,6 +86,7 @@ class GpuModel final : public DeviceModel {
   void to_host(float* velocity) override;
   void from_host(const float* velocity) override;
   std::string describe() const override;
+  void synchronize() override;
   void gradients(float* host) const;  // parameter gradients, laid out like Model::grads()
 
  private:

@@ -83,6 +83,7 @@ class RecordingDevice final : public DeviceModel {
   void to_host(float*) override {}
   void from_host(const float*) override {}
   std::string describe() const override { return "recording"; }
+  void synchronize() override {}
 
  private:
   Seen& seen_;

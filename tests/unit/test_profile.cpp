@@ -41,6 +41,32 @@ TEST(Profile, MeasuresEveryLayerAndRoundTrips) {
   std::remove(path.c_str());
 }
 
+// Through a device model's calls (the twin: the device code path in host
+// memory), as `profile --device cuda` runs on a GPU: the same layers as on
+// the CPU, every layer that runs there timed, and the whole step too; an
+// unknown device is refused. (Times themselves are for benchmarks.)
+TEST(Profile, ThroughADeviceModel) {
+  ModelSpec spec = parse_model_ini(kTiny, "tiny.ini");
+  ProfileOptions options;
+  options.batches = {2, 8};
+  options.repeats = 5;
+  const ModelProfile cpu = profile_model(spec, options);
+  options.device = "twin";
+  const ModelProfile twin = profile_model(spec, options);
+  EXPECT_EQ(twin.device, "twin");
+  ASSERT_EQ(twin.layers.size(), cpu.layers.size());
+  ASSERT_EQ(twin.step_ms.size(), 2u);
+  for (size_t i = 0; i < twin.layers.size(); ++i) {
+    EXPECT_EQ(twin.layers[i].name, cpu.layers[i].name);
+    EXPECT_EQ(twin.layers[i].parameter_bytes, cpu.layers[i].parameter_bytes);
+  }
+  EXPECT_GT(twin.layers[1].forward_ms[1], 0.0);  // conv
+  EXPECT_GT(twin.layers[1].backward_ms[1], 0.0);
+  for (size_t k = 0; k < 2; ++k) EXPECT_GT(twin.step_ms[k], 0.0);
+  options.device = "tpu";
+  EXPECT_THROW(profile_model(spec, options), Error);
+}
+
 TEST(Profile, RefusesAnotherModelsProfile) {
   ModelSpec spec = parse_model_ini(kTiny, "tiny.ini");
   ProfileOptions options;
