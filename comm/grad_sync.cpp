@@ -10,33 +10,31 @@ namespace burstpool {
 
 void GradientSync::layer_ready(size_t offset, size_t count, const Communicator& group) {
   if (count == 0 || group.size() == 1) return;  // nothing to reduce
-  // Backward visits layers in reverse, so a layer extends the open bucket
+  Bucket& bucket = open_[group.ranks()];
+  // Backward visits layers in reverse, so a layer extends its set's bucket
   // downwards when its range ends where the bucket begins.
-  const bool joins = group_ == &group && offset + count == lo_ && (hi_ - offset) * sizeof(float) <= bucket_bytes_;
+  const bool joins = bucket.hi > bucket.lo && offset + count == bucket.lo &&
+                     (bucket.hi - offset) * sizeof(float) <= bucket_bytes_;
   if (!joins) {
-    flush();
-    group_ = &group;
-    hi_ = offset + count;
+    flush(bucket);
+    bucket.group = &group;
+    bucket.hi = offset + count;
   }
-  lo_ = offset;
-  if ((hi_ - lo_) * sizeof(float) >= bucket_bytes_) flush();
+  bucket.lo = offset;
+  if ((bucket.hi - bucket.lo) * sizeof(float) >= bucket_bytes_) flush(bucket);
 }
 
-void GradientSync::flush() {
-  if (!group_ || hi_ == lo_) {
-    group_ = nullptr;
-    return;
-  }
-  reducer_->start(grads_ + lo_, hi_ - lo_, *group_);
+void GradientSync::flush(Bucket& bucket) {
+  if (bucket.hi == bucket.lo) return;
+  reducer_->start(grads_ + bucket.lo, bucket.hi - bucket.lo, *bucket.group);
   ++started_;
-  group_ = nullptr;
-  lo_ = hi_ = 0;
+  bucket.lo = bucket.hi = 0;
 }
 
 void GradientSync::progress() { reducer_->progress(); }
 
 double GradientSync::finish() {
-  flush();
+  for (auto& [ranks, bucket] : open_) flush(bucket);
   const auto t0 = std::chrono::steady_clock::now();
   reducer_->wait(&site_);
   return seconds_since(t0);

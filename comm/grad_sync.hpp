@@ -3,10 +3,16 @@
 //
 // Backward hands each finished layer to `layer_ready`. Layers are gathered
 // into buckets: a bucket is a contiguous range of the flat gradient buffer
-// whose layers share one rank set, up to `bucket_bytes`. A full bucket, or
-// one whose next layer has another rank set, starts a sum over that set's
-// group while backward goes on; `finish` starts the last one and waits for
-// all. The sums are a GroupReducer's: a non-blocking MPI_Iallreduce on the
+// whose layers share one rank set, up to `bucket_bytes`; each rank set has
+// its own open bucket. A full bucket, or one that the set's next layer does
+// not extend, starts a sum over that set's group while backward goes on;
+// `finish` starts the open ones (in rank-set order) and waits for all.
+//
+// Only the set's own layers decide when its bucket starts, so every member
+// of a group starts the group's sums at the same points of the step, between
+// the same batch-norm statistics sums on the group's communicator: MPI (and
+// NCCL) need one order of collectives on a communicator on all its members,
+// and members of a group may run different layers of other sets in between. The sums are a GroupReducer's: a non-blocking MPI_Iallreduce on the
 // group's communicator over host memory (MpiGroupReducer), or NCCL over
 // device memory (comm/cuda/nccl_reducer.hpp). Gradients are sums over
 // samples of a loss already scaled by 1/global batch, so summing them over
@@ -14,6 +20,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -58,13 +65,16 @@ class GradientSync {
   int buckets_started() const { return started_; }
 
  private:
-  void flush();
+  struct Bucket {
+    const Communicator* group = nullptr;
+    size_t lo = 0, hi = 0;  // grads[lo, hi); empty when lo == hi
+  };
+  void flush(Bucket& bucket);
 
   float* grads_;
   size_t bucket_bytes_;
   std::unique_ptr<GroupReducer> reducer_;
-  const Communicator* group_ = nullptr;  // of the open bucket
-  size_t lo_ = 0, hi_ = 0;               // open bucket range
+  std::map<RankSet, Bucket> open_;  // by rank set: one order on every rank
   int started_ = 0;
   WaitSite site_;  // finish() waits at the same point every step
 };
