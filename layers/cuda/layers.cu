@@ -93,17 +93,21 @@ __global__ void softmax_xent_backward_kernel(const float* prob, const int32_t* l
   dz[i] = combine(dz[i], (prob[i] - (j == labels[s] ? 1.0f : 0.0f)) * scale, accumulate);
 }
 
-// One block per (sample, channel) plane: plane sums of a(x) and b(x), added
-// into out[ch] and out[c + ch] in double.
+// One block per channel: the sums of a(i, ch) and b(i, ch) over every
+// element of that channel in every sample, in double, written to out[ch] and
+// out[c + ch]. Each thread takes a fixed stride of the elements and a fixed
+// tree adds the threads' sums, so the same input gives the same bits on every
+// run (no atomics): training runs repeat exactly, as on the CPU.
 template <class A, class B>
-__device__ void plane_sums(int c, int hw, double* out, A a, B b) {
-  __shared__ float s1[kThreads], s2[kThreads];
-  const int plane = blockIdx.x, ch = plane % c;
-  const size_t off = static_cast<size_t>(plane) * hw;
-  float v1 = 0.0f, v2 = 0.0f;
-  for (int i = threadIdx.x; i < hw; i += blockDim.x) {
-    v1 += a(off + i, ch);
-    v2 += b(off + i, ch);
+__device__ void channel_sums(int n, int c, int hw, double* out, A a, B b) {
+  __shared__ double s1[kThreads], s2[kThreads];
+  const int ch = blockIdx.x;
+  const size_t per_channel = static_cast<size_t>(n) * hw;
+  double v1 = 0.0, v2 = 0.0;
+  for (size_t k = threadIdx.x; k < per_channel; k += blockDim.x) {
+    const size_t i = (k / hw * c + ch) * hw + k % hw;  // sample k / hw, position k % hw
+    v1 += a(i, ch);
+    v2 += b(i, ch);
   }
   s1[threadIdx.x] = v1;
   s2[threadIdx.x] = v2;
@@ -113,20 +117,22 @@ __device__ void plane_sums(int c, int hw, double* out, A a, B b) {
     __syncthreads();
   }
   if (threadIdx.x == 0) {
-    atomicAdd(&out[ch], static_cast<double>(s1[0]));
-    atomicAdd(&out[c + ch], static_cast<double>(s2[0]));
+    out[ch] = s1[0];
+    out[c + ch] = s2[0];
   }
 }
 
-__global__ void bn_forward_sums_kernel(const float* x, int c, int hw, double* sums) {
-  plane_sums(c, hw, sums, [x](size_t i, int) { return x[i]; }, [x](size_t i, int) { return x[i] * x[i]; });
+__global__ void bn_forward_sums_kernel(const float* x, int n, int c, int hw, double* sums) {
+  channel_sums(
+      n, c, hw, sums, [x](size_t i, int) { return static_cast<double>(x[i]); },
+      [x](size_t i, int) { return static_cast<double>(x[i]) * x[i]; });
 }
 
-__global__ void bn_backward_sums_kernel(const float* x, const float* dy, const float* mean, const float* invstd, int c,
-                                        int hw, double* sums) {
-  plane_sums(
-      c, hw, sums, [dy](size_t i, int) { return dy[i]; },
-      [=](size_t i, int ch) { return dy[i] * (x[i] - mean[ch]) * invstd[ch]; });
+__global__ void bn_backward_sums_kernel(const float* x, const float* dy, const float* mean, const float* invstd, int n,
+                                        int c, int hw, double* sums) {
+  channel_sums(
+      n, c, hw, sums, [dy](size_t i, int) { return static_cast<double>(dy[i]); },
+      [=](size_t i, int ch) { return static_cast<double>(dy[i] * (x[i] - mean[ch]) * invstd[ch]); });
 }
 
 __global__ void set_count_kernel(double* sums, int c, double count) { sums[2 * c] = count; }
@@ -247,8 +253,7 @@ void softmax_xent_backward(const float* prob, const int32_t* labels, float scale
 }
 
 void bn_forward_sums(const float* x, int n, int c, int hw, double* sums, cudaStream_t stream) {
-  BP_CUDA_CHECK(cudaMemsetAsync(sums, 0, sizeof(double) * (2 * c + 1), stream));
-  if (n > 0) bn_forward_sums_kernel<<<n * c, kThreads, 0, stream>>>(x, c, hw, sums);
+  bn_forward_sums_kernel<<<c, kThreads, 0, stream>>>(x, n, c, hw, sums);  // zeros when n == 0
   set_count_kernel<<<1, 1, 0, stream>>>(sums, c, static_cast<double>(n) * hw);
   check_launch();
 }
@@ -276,8 +281,7 @@ void bn_apply(const float* x, const float* gamma, const float* beta, const float
 
 void bn_backward_sums(const float* x, const float* dy, const float* mean, const float* invstd, int n, int c, int hw,
                       double* sums, float* dgamma, float* dbeta, cudaStream_t stream) {
-  BP_CUDA_CHECK(cudaMemsetAsync(sums, 0, sizeof(double) * (2 * c + 1), stream));
-  if (n > 0) bn_backward_sums_kernel<<<n * c, kThreads, 0, stream>>>(x, dy, mean, invstd, c, hw, sums);
+  bn_backward_sums_kernel<<<c, kThreads, 0, stream>>>(x, dy, mean, invstd, n, c, hw, sums);  // zeros when n == 0
   set_count_kernel<<<1, 1, 0, stream>>>(sums, c, static_cast<double>(n) * hw);
   bn_param_grads_kernel<<<blocks_for(c), kThreads, 0, stream>>>(sums, c, dgamma, dbeta);
   check_launch();
