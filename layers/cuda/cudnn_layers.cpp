@@ -24,6 +24,18 @@ struct Workspace {
   void* ptr;
 };
 
+// From cuDNN's ranking (fastest first by its heuristics), the first algorithm
+// that works and gives the same bits on every run, so training runs repeat
+// exactly (a background job, a resume, a rerun); the fastest that works when
+// none is deterministic.
+template <class Perf>
+auto chosen_algorithm(const Perf* perf, int found, const char* what) {
+  BP_CHECK(found > 0 && perf[0].status == CUDNN_STATUS_SUCCESS, "cuDNN has no {} convolution for this shape", what);
+  for (int k = 0; k < found; ++k)
+    if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].determinism == CUDNN_DETERMINISTIC) return perf[k].algo;
+  return perf[0].algo;
+}
+
 }  // namespace
 
 CudnnConv::CudnnConv(cudnnHandle_t handle, const Geometry2d& g) : handle_(handle) {
@@ -38,18 +50,18 @@ CudnnConv::CudnnConv(cudnnHandle_t handle, const Geometry2d& g) : handle_(handle
                                                  CUDNN_DATA_FLOAT));
   BP_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH));  // fp32, no TF32
   int found = 0;
-  cudnnConvolutionFwdAlgoPerf_t fwd[8];
-  BP_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle_, x_, w_, conv_, y_, 8, &found, fwd));
-  BP_CHECK(found > 0 && fwd[0].status == CUDNN_STATUS_SUCCESS, "cuDNN has no forward convolution for this shape");
-  fwd_ = fwd[0].algo;
-  cudnnConvolutionBwdDataAlgoPerf_t data[8];
-  BP_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, w_, y_, conv_, x_, 8, &found, data));
-  BP_CHECK(found > 0 && data[0].status == CUDNN_STATUS_SUCCESS, "cuDNN has no backward-data convolution");
-  bwd_data_ = data[0].algo;
-  cudnnConvolutionBwdFilterAlgoPerf_t filter[8];
-  BP_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, x_, y_, conv_, w_, 8, &found, filter));
-  BP_CHECK(found > 0 && filter[0].status == CUDNN_STATUS_SUCCESS, "cuDNN has no backward-filter convolution");
-  bwd_filter_ = filter[0].algo;
+  cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  BP_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle_, x_, w_, conv_, y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                        &found, fwd));
+  fwd_ = chosen_algorithm(fwd, found, "forward");
+  cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  BP_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, w_, y_, conv_, x_,
+                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, data));
+  bwd_data_ = chosen_algorithm(data, found, "backward-data");
+  cudnnConvolutionBwdFilterAlgoPerf_t filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  BP_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, x_, y_, conv_, w_,
+                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, filter));
+  bwd_filter_ = chosen_algorithm(filter, found, "backward-filter");
 }
 
 CudnnConv::~CudnnConv() {
