@@ -8,7 +8,9 @@
 # own device model) within tolerance of the CPU's, 2 ranks within tolerance
 # of 1 rank (checkpoints compared), the ranks talking through NCCL when each
 # has a GPU of its own, else through the host (as the banner says), and a
-# foreground on 2 ranks with a background job on the same device both train.
+# foreground on 2 ranks with a background job on the same device both train,
+# the foreground's weights bit for bit those of the foreground alone. On the
+# GPU, a rerun gives the same bits.
 # Without a GPU: device = cuda stops at once with one line naming the job file
 # and the reason, on 1 and 2 ranks, and a background job that asks for cuda
 # is refused naming its file.
@@ -86,8 +88,12 @@ check_device() {
   done
   foreground_with_background "$dev"
   (unset OMPI_MCA_mpi_yield_when_idle
-   two "$work/fg_$dev.ini" "${d[@]}" --metrics "$work/mux_$dev.json" >"$work/mux_$dev.out" 2>&1) ||
-    fail "foreground with a $dev background failed: $(tail -3 "$work/mux_$dev.out")"
+   two "$work/fg_$dev.ini" "${d[@]}" --metrics "$work/mux_$dev.json" --checkpoint "$work/fg_shared_$dev.h5" \
+     >"$work/mux_$dev.out" 2>&1) || fail "foreground with a $dev background failed: $(tail -3 "$work/mux_$dev.out")"
+  two "$work/fg_$dev.ini" "${d[@]}" --set background.job=none --checkpoint "$work/fg_alone_$dev.h5" >/dev/null 2>&1 ||
+    fail "foreground alone on $dev failed"
+  # The background must not touch the foreground's numbers (both are deterministic on every device).
+  weights_close "fg_alone_$dev" "fg_shared_$dev" "foreground on $dev with and without the background" exact
   python3 - "$work/mux_$dev.json" "$dev" <<'PY' || fail "$dev multiplexing metrics: $(cat "$work/mux_$dev.json")"
 import json, sys
 m = json.load(open(sys.argv[1]))
@@ -109,6 +115,8 @@ if "$bin" train "$work/job.ini" --set job.device=cuda --checkpoint "$work/gpu_pr
   echo "a GPU is here"
   grep -q "GPU 0" "$work/gpu.out" || fail "banner does not name the GPU: $(head -1 "$work/gpu.out")"
   check_device cuda
+  # Deterministic kernels (cuDNN algorithms, batch-norm sums): a rerun gives the same bits.
+  weights_close gpu_probe cuda "two identical GPU runs" exact
   "$bin" train "$work/job.ini" --set job.device=cuda --set job.cuda_graphs=true --checkpoint "$work/graphs.h5" \
     >"$work/graphs.out" 2>&1 || fail "GPU with CUDA graphs failed: $(tail -3 "$work/graphs.out")"
   weights_close cpu graphs "GPU with CUDA graphs against CPU"
