@@ -55,6 +55,10 @@ def vgg16_section(layers, torch, steps):
         lines += ["", "| | ms per step (forward + backward) | burstpool / PyTorch |", "|---|---|---|",
                   f"| burstpool, fp32 (sum of layers) | {layers['step_ms']:.2f} | {layers['step_ms'] / fp32:.2f} |",
                   f"| PyTorch {torch.get('torch', '')}, fp32 (TF32 off) | {fp32:.2f} | 1 |",
+                  *([f"| PyTorch, fp32, deterministic cuDNN algorithms only (as burstpool) | "
+                     f"{torch['fp32_deterministic_step_ms']:.2f} | "
+                     f"{layers['step_ms'] / torch['fp32_deterministic_step_ms']:.2f} |"]
+                    if "fp32_deterministic_step_ms" in torch else []),
                   f"| PyTorch, TF32 convolutions (its default) | {tf32:.2f} | {layers['step_ms'] / tf32:.2f} |"]
         lines += ["", f"Target: within 1.2x of PyTorch per model step in the same (fp32) arithmetic: "
                   f"{'met' if layers['step_ms'] <= 1.2 * fp32 else 'not met'} ({layers['step_ms'] / fp32:.2f}x)."]

@@ -2,9 +2,11 @@
 """PyTorch on the GPU, the peer of bp_gpu_layers (perf/gpu_layers.cpp): the
 same model from a burstpool INI file (perf/torch_peer.py), forward + backward
 of one step at a fixed batch on synthetic data, median of CUDA-event-timed
-repeats after warm-up, once in strict fp32 (TF32 off in cuDNN and matmul: the
-same arithmetic as burstpool's CUDA layers) and once with PyTorch's TF32
-defaults for convolutions. Prints JSON.
+repeats after warm-up: in strict fp32 (TF32 off in cuDNN and matmul: the
+same arithmetic as burstpool's CUDA layers), the same with deterministic cuDNN
+algorithms only (burstpool's choice, so runs repeat bit for bit), and with
+PyTorch's TF32 defaults for convolutions. cuDNN autotuning (benchmark mode)
+is on throughout. Prints JSON.
 
 Usage: torch_gpu_peer.py MODEL.ini [--batch 32] [--repeats 20]
 """
@@ -51,6 +53,9 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     out["fp32_step_ms"] = step_ms(model, x, y, args.repeats)
+    torch.backends.cudnn.deterministic = True
+    out["fp32_deterministic_step_ms"] = step_ms(model, x, y, args.repeats)
+    torch.backends.cudnn.deterministic = False
     torch.backends.cudnn.allow_tf32 = True  # PyTorch's default for convolutions
     out["tf32_conv_step_ms"] = step_ms(model, x, y, args.repeats)
     print(json.dumps(out))
