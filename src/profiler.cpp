@@ -123,6 +123,7 @@ ModelProfile profile_model(const ModelSpec& spec, const ProfileOptions& options)
   p.batches = options.batches;
   for (int b : options.batches) {
     if (b < 1) throw Error(fmt::format("--batches: {} is not a positive batch size", b));
+    const auto started = Clock::now();
     Model m(spec, b, 1);
     std::vector<float> images(m.sample_shape().count() * b);
     for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * cpu::uniform01(i) - 1;
@@ -154,6 +155,7 @@ ModelProfile profile_model(const ModelSpec& spec, const ProfileOptions& options)
       p.layers[i].backward_ms.push_back(time_ms([&] { run.backward_layer(i); }, options.warmup, options.repeats));
     }
     p.step_ms.push_back(time_ms(run.step, options.warmup, options.repeats));
+    if (options.progress) options.progress(b, seconds_since(started));
   }
   return p;
 }

@@ -10,6 +10,7 @@
 // A network profile holds point-to-point and allreduce times by message size
 // and group size, and a fitted latency + bytes/bandwidth model of each.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,8 @@ struct ProfileOptions {
   // Where the layers run: cpu, cuda (the GPU of this node-local rank) or
   // twin (the device code path in host memory); make_device_model's names.
   std::string device = "cpu";
+  // Told after each batch size: the batch and the seconds it took (progress output).
+  std::function<void(int, double)> progress;
 };
 ModelProfile profile_model(const ModelSpec& spec, const ProfileOptions& options);
 

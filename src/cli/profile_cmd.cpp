@@ -1,5 +1,7 @@
 // burstpool profile MODEL [--batches 1,2,4,...] [--warmup W] [--repeats R] [--device cpu|cuda|twin] --out PROFILE.json
 // burstpool profile --network [--max-bytes B] [--repeats R] --out NET.json     (under mpirun)
+#include <cstdio>
+
 #include <fmt/format.h>
 
 #include "burstpool/error.hpp"
@@ -63,6 +65,11 @@ Command add_profile(CLI::App& app) {
             options.warmup = args->warmup;
             options.repeats = args->repeats;
             options.device = args->device;
+            if (world().rank == 0)
+              options.progress = [](int batch, double seconds) {
+                fmt::print("measured batch {} ({:.1f} s)\n", batch, seconds);
+                std::fflush(stdout);
+              };
             ModelProfile p = profile_model(spec, options);
             if (world().rank != 0) return;
             save_profile(p, args->out);
