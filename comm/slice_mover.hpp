@@ -1,15 +1,17 @@
 #pragma once
 // How the pieces of a slice exchange travel. The executor decides the pieces
-// (exchange.hpp), queues every piece of one exchange (one layer's input slot,
-// one direction) and then calls finish(); until finish returns, the buffers
-// given must not be read or written by the caller. Pointers are in the memory
-// the mover works on: host memory for MpiSliceMover, device memory for the
-// NCCL mover (comm/cuda/nccl_slice_mover.hpp), which sends one exchange as
-// one NCCL group.
+// (exchange.hpp), queues every piece of one exchange (a layer's inputs from
+// other rank sets, or their gradients, in one direction) and then calls
+// finish(); until finish returns, the buffers given must not be read or
+// written by the caller. The destinations of one exchange do not overlap
+// (the executor splits an exchange where two slots would write one
+// gradient). Pointers are in the memory the mover works on: host memory for
+// MpiSliceMover, device memory for the NCCL mover
+// (comm/cuda/nccl_slice_mover.hpp), which sends one exchange as one NCCL group.
 //
-// Between one pair of ranks an exchange has at most one piece (slices are
-// contiguous sample ranges), so a mover that cannot tag its messages (NCCL)
-// still matches them.
+// Every rank queues the pieces between one pair of ranks in the same order
+// (input slot, then sample offset), so a mover that cannot tag its messages
+// (NCCL matches a pair's messages in order) still matches them.
 #include <mpi.h>
 
 #include <cstddef>

@@ -148,13 +148,7 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
   }
   double loss = 0;
   for (int i = 0; i < m.size(); ++i) {
-    for (size_t s = 0; s < m.inputs(i).size(); ++s)
-      if (!direct_[i][s]) {
-        const bool staged = device_ && !device_mover_;  // through the host Model's buffers
-        if (staged) activation_to_host(m.inputs(i)[s]);
-        exchange(i, static_cast<int>(s), false);
-        if (staged && holds(i)) copy_slot_in(i, static_cast<int>(s));
-      }
+    exchange_inputs(i);
     // A held layer runs even on 0 samples (a small last evaluation batch), so
     // its group reductions (batch norm) still match across the group.
     if (!holds(i) || i == m.input_layer()) continue;
@@ -236,13 +230,7 @@ void Executor::backward(const Context& base) {
         layer_times_[i].allreduce += waited;
       }
     }
-    for (size_t s = 0; s < m.inputs(i).size(); ++s)
-      if (!direct_[i][s] && m.inputs(i)[s] != m.input_layer()) {
-        const bool staged = device_ && !device_mover_;
-        if (staged) gradients_to_host(i, static_cast<int>(s));
-        exchange(i, static_cast<int>(s), true);
-        if (staged) gradient_to_device(m.inputs(i)[s]);
-      }
+    exchange_input_gradients(i);
     const auto t1 = Clock::now();
     sync.progress();
     times_.allreduce += seconds_since(t1);
@@ -325,12 +313,63 @@ void Executor::gradient_to_device(int producer) {
     device_->copy_in(DeviceModel::Buffer::gradient, producer, 0, m.gradient(producer).data(), m.gradient(producer).size());
 }
 
-// Forward: the producer's activations (its slicing) -> this layer's input
-// buffer (its slicing). Backward: this layer's input gradient (its slicing)
-// -> the producer's gradient (its slicing), overwriting or adding as the
-// model's gradient contract says. In host memory through MPI, or between the
-// device's buffers when the device moves slices itself (device_mover_).
-void Executor::exchange(int layer, int slot, bool backward) {
+// Before layer i's forward: the inputs whose producers run on other rank
+// sets, all in one exchange (one NCCL group on GPUs): each goes to a buffer
+// of its own. Staged through the host Model's buffers on a device without a
+// transport.
+void Executor::exchange_inputs(int i) {
+  Model& m = *model_;
+  const bool staged = device_ && !device_mover_;
+  std::vector<int> slots;
+  for (size_t s = 0; s < m.inputs(i).size(); ++s)
+    if (!direct_[i][s]) {
+      if (staged) activation_to_host(m.inputs(i)[s]);
+      queue_exchange(i, static_cast<int>(s), false);
+      slots.push_back(static_cast<int>(s));
+    }
+  if (slots.empty()) return;
+  finish_exchanges(i, slots.front(), false);
+  if (staged && holds(i))
+    for (int s : slots) copy_slot_in(i, s);
+}
+
+// After layer i's backward: its input gradients back to their producers, in
+// one exchange as long as the producers differ. Two slots of one producer
+// write the same gradient, the second adding to the first, so the second
+// waits for the first.
+void Executor::exchange_input_gradients(int i) {
+  Model& m = *model_;
+  const bool staged = device_ && !device_mover_;
+  std::vector<int> pending;
+  auto finish = [&] {
+    if (pending.empty()) return;
+    finish_exchanges(i, pending.front(), true);
+    if (staged)
+      for (int s : pending) gradient_to_device(m.inputs(i)[s]);
+    pending.clear();
+  };
+  for (size_t s = 0; s < m.inputs(i).size(); ++s) {
+    const int p = m.inputs(i)[s];
+    if (direct_[i][s] || p == m.input_layer()) continue;
+    for (int q : pending)
+      if (m.inputs(i)[q] == p) {
+        finish();
+        break;
+      }
+    if (staged) gradients_to_host(i, static_cast<int>(s));
+    queue_exchange(i, static_cast<int>(s), true);
+    pending.push_back(static_cast<int>(s));
+  }
+  finish();
+}
+
+// Queues the pieces of one input slot. Forward: the producer's activations
+// (its slicing) -> this layer's input buffer (its slicing). Backward: this
+// layer's input gradient (its slicing) -> the producer's gradient (its
+// slicing), overwriting or adding as the model's gradient contract says. In
+// host memory through MPI, or between the device's buffers when the device
+// moves slices itself (device_mover_).
+void Executor::queue_exchange(int layer, int slot, bool backward) {
   Model& m = *model_;
   const int p = m.inputs(layer)[slot];
   const size_t per = m.layer(p).output_shape().per_sample();
@@ -364,7 +403,16 @@ void Executor::exchange(int layer, int slot, bool backward) {
     else
       mover.receive(dst, n, backward ? piece.to : piece.from, tag, accumulate);
   }
-  mover.finish(&wait_sites_[layer][2 * slot + (backward ? 1 : 0)]);
+  times_.transfer += seconds_since(t0);
+  layer_times_[layer].transfer += seconds_since(t0);
+}
+
+// Moves every piece queued for `layer` in this direction; `first_slot` names
+// the wait site (wait.hpp).
+void Executor::finish_exchanges(int layer, int first_slot, bool backward) {
+  const auto t0 = Clock::now();
+  SliceMover& mover = device_mover_ ? *device_mover_ : *host_mover_;
+  mover.finish(&wait_sites_[layer][2 * first_slot + (backward ? 1 : 0)]);
   times_.transfer += seconds_since(t0);
   layer_times_[layer].transfer += seconds_since(t0);
 }

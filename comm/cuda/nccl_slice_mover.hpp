@@ -29,7 +29,7 @@ class NcclSliceMover final : public SliceMover {
                  std::shared_ptr<NcclSequence> order);
   ~NcclSliceMover() override;
   void keep(float* dst, const float* src, size_t n, bool accumulate) override;
-  void send(const float* src, size_t n, int peer, int tag) override;  // tag unused: one piece per pair
+  void send(const float* src, size_t n, int peer, int tag) override;  // tag unused: matched in order
   void receive(float* dst, size_t n, int peer, int tag, bool accumulate) override;
   void finish(WaitSite* site) override;  // site unused: the wait is for the stream
 

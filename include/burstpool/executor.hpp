@@ -111,7 +111,10 @@ class Executor {
   int buckets_last_step() const { return buckets_; }
 
  private:
-  void exchange(int layer, int slot, bool backward);
+  void exchange_inputs(int layer);           // forward: every input slot from another rank set
+  void exchange_input_gradients(int layer);  // backward: their gradients back
+  void queue_exchange(int layer, int slot, bool backward);
+  void finish_exchanges(int layer, int first_slot, bool backward);
   Context layer_context(int layer, const Context& base, double* allreduce_seconds) const;
   void forward_on_cpu(int layer, const Context& base);
   void backward_on_cpu(int layer, const Context& base);

@@ -75,6 +75,36 @@ type = softmax_cross_entropy
 inputs = fc
 )";
 
+// One producer feeding a join twice, on other rank sets than the join:
+// twice = conv + conv, cat = (twice, conv, twice).
+const char* kSameProducerTwice = R"(
+[data]
+type = input
+shape = 2,6,6
+[conv]
+type = conv2d
+inputs = data
+out_channels = 2
+kernel = 3
+padding = 1
+[twice]
+type = add
+inputs = conv, conv
+[cat]
+type = concat
+inputs = twice, conv, twice
+[gap]
+type = global_avgpool
+inputs = cat
+[fc]
+type = linear
+inputs = gap
+out_features = 5
+[loss]
+type = softmax_cross_entropy
+inputs = fc
+)";
+
 constexpr int kBatch = 7;  // divides by none of 2, 3, 4
 constexpr int kSteps = 3;
 
@@ -161,8 +191,8 @@ Plan plan_from(const ModelSpec& spec, const std::map<std::string, RankSet>& sets
 }
 
 // bucket_bytes: tiny by default, so many reductions run.
-void expect_same_as_one_rank(const Plan& plan, size_t bucket_bytes = 64) {
-  ModelSpec spec = parse_model_ini(kModel, "equivalence.ini");
+void expect_same_as_one_rank(const Plan& plan, size_t bucket_bytes = 64, const char* model = kModel) {
+  ModelSpec spec = parse_model_ini(model, "equivalence.ini");
   const std::vector<float> reference = train(spec, data_parallel_plan(spec, 1, kBatch), MPI_COMM_SELF, Path::cpu, 64);
   const std::vector<float> parallel = train(spec, plan, MPI_COMM_WORLD, Path::cpu, bucket_bytes);
   ASSERT_EQ(reference.size(), parallel.size());
@@ -183,7 +213,7 @@ void expect_same_as_one_rank(const Plan& plan, size_t bucket_bytes = 64) {
     EXPECT_EQ(moved, parallel) << "the device path of a burst plan (slices between device buffers) differs from the CPU path";
   }
   // The run must have changed the parameters, or the comparison proves nothing.
-  ModelSpec again = parse_model_ini(kModel, "equivalence.ini");
+  ModelSpec again = parse_model_ini(model, "equivalence.ini");
   Model fresh(again, 1, 42);
   double moved = 0;
   for (size_t i = 0; i < fresh.params().size(); ++i) moved += std::fabs(fresh.params().data()[i] - reference[i]);
@@ -263,6 +293,20 @@ TEST(Equivalence, SubgroupLayersBetweenTheWholeGroupsReductions) {
   if (world_size() < 3) GTEST_SKIP() << "needs 3 ranks or more";
   ModelSpec spec = parse_model_ini(kModel, "equivalence.ini");
   expect_same_as_one_rank(plan_from(spec, {{"conv_a", head_ranks()}}), 1 << 20);
+}
+
+// Both of a join's inputs from one producer on another rank set: their
+// gradients go back one after the other, the second adding to the first
+// (grouped into one exchange, the device path's staging read a stale
+// gradient for the second).
+TEST(Equivalence, OneProducerTwiceIntoJoinsOnOtherSets) {
+  ModelSpec spec = parse_model_ini(kSameProducerTwice, "same_producer.ini");
+  expect_same_as_one_rank(plan_from(spec, {{"conv", {0}},
+                                           {"twice", {last()}},
+                                           {"cat", all_ranks()},
+                                           {"gap", {0}},
+                                           {"fc", {last()}}}),
+                          64, kSameProducerTwice);
 }
 
 // Random plans: every layer on a random non-empty set of ranks (the same
