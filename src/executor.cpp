@@ -57,7 +57,7 @@ Executor::Executor(const ModelSpec& spec, const Plan& plan, MPI_Comm world, uint
   wait_sites_.resize(n);
   for (int i = 0; i < n; ++i) wait_sites_[i].resize(2 * m.inputs(i).size());
   sync_ = std::make_unique<GradientSync>(m.grads().data(), bucket_bytes, std::make_unique<MpiGroupReducer>());
-  host_mover_ = std::make_unique<MpiSliceMover>(groups_->world());
+  mover_ = std::make_unique<MpiSliceMover>(groups_->world());
   layer_times_.resize(n);
 }
 
@@ -93,10 +93,11 @@ void Executor::use_device(std::unique_ptr<DeviceModel> device, bool background) 
     device_->use_slot_buffers(direct_);
     DeviceTransport transport = device_->transport(*groups_);  // collective; empty: through the host
     BP_CHECK(!transport.slices == !transport.gradients, "a device transport carries slices and gradients, or neither");
-    device_mover_ = std::move(transport.slices);
-    if (transport.gradients)
-      device_sync_ = std::make_unique<GradientSync>(device_->address(DeviceModel::Buffer::parameter_gradient, -1, 0),
-                                                    bucket_bytes_, std::move(transport.gradients));
+    if (!transport.slices) return;
+    device_transport_ = true;
+    mover_ = std::move(transport.slices);
+    sync_ = std::make_unique<GradientSync>(device_->address(DeviceModel::Buffer::parameter_gradient, -1, 0),
+                                           bucket_bytes_, std::move(transport.gradients));
     return;
   }
   if (plan_.ranks == 1) return;
@@ -209,38 +210,37 @@ void Executor::backward(const Context& base) {
   }
 
   // Parameter gradients are summed where they are: on the device when it
-  // has a transport, else in the host Model (downloaded first, uploaded after).
-  GradientSync& sync = device_sync_ ? *device_sync_ : *sync_;
-  const bool staged_sums = device_ && !device_sync_;
+  // has a transport (sync_ works there), else in the host Model (downloaded
+  // first when staged, uploaded after).
   for (int i = m.size() - 1; i >= 0; --i) {
     if (holds(i) && i != m.input_layer()) {
       const auto [offset, count] = m.param_range(i);
       const Communicator& group = groups_->group(sets_[i]);
       if (device_) {
         timed_layer(i, base, [&](const Context& ctx) { device_->backward_layer(i, ctx); });
-        if (staged_sums && count > 0 && group.size() > 1)
+        if (staged() && count > 0 && group.size() > 1)
           device_->copy_out(DeviceModel::Buffer::parameter_gradient, i, 0, m.grads().data() + offset, count);
       } else {
         backward_on_cpu(i, base);
       }
-      sync.layer_ready(offset, count, group);
+      sync_->layer_ready(offset, count, group);
       if (per_layer_allreduce_) {
-        const double waited = sync.finish();
+        const double waited = sync_->finish();
         times_.allreduce += waited;
         layer_times_[i].allreduce += waited;
       }
     }
     exchange_input_gradients(i);
     const auto t1 = Clock::now();
-    sync.progress();
+    sync_->progress();
     times_.allreduce += seconds_since(t1);
   }
-  const int before = sync.buckets_started();
+  const int before = sync_->buckets_started();
   if (reduce_flag_) reduce_flag_->store(true);
-  times_.allreduce += sync.finish();
+  times_.allreduce += sync_->finish();
   if (reduce_flag_) reduce_flag_->store(false);
-  buckets_ = sync.buckets_started() - before;
-  if (staged_sums)
+  buckets_ = sync_->buckets_started() - before;
+  if (staged())
     for (int i = 0; i < m.size(); ++i) {
       const auto [offset, count] = m.param_range(i);
       if (holds(i) && count > 0 && groups_->group(sets_[i]).size() > 1)
@@ -319,17 +319,16 @@ void Executor::gradient_to_device(int producer) {
 // transport.
 void Executor::exchange_inputs(int i) {
   Model& m = *model_;
-  const bool staged = device_ && !device_mover_;
   std::vector<int> slots;
   for (size_t s = 0; s < m.inputs(i).size(); ++s)
     if (!direct_[i][s]) {
-      if (staged) activation_to_host(m.inputs(i)[s]);
+      if (staged()) activation_to_host(m.inputs(i)[s]);
       queue_exchange(i, static_cast<int>(s), false);
       slots.push_back(static_cast<int>(s));
     }
   if (slots.empty()) return;
   finish_exchanges(i, slots.front(), false);
-  if (staged && holds(i))
+  if (staged() && holds(i))
     for (int s : slots) copy_slot_in(i, s);
 }
 
@@ -339,12 +338,11 @@ void Executor::exchange_inputs(int i) {
 // waits for the first.
 void Executor::exchange_input_gradients(int i) {
   Model& m = *model_;
-  const bool staged = device_ && !device_mover_;
   std::vector<int> pending;
   auto finish = [&] {
     if (pending.empty()) return;
     finish_exchanges(i, pending.front(), true);
-    if (staged)
+    if (staged())
       for (int s : pending) gradient_to_device(m.inputs(i)[s]);
     pending.clear();
   };
@@ -356,7 +354,7 @@ void Executor::exchange_input_gradients(int i) {
         finish();
         break;
       }
-    if (staged) gradients_to_host(i, static_cast<int>(s));
+    if (staged()) gradients_to_host(i, static_cast<int>(s));
     queue_exchange(i, static_cast<int>(s), true);
     pending.push_back(static_cast<int>(s));
   }
@@ -368,7 +366,7 @@ void Executor::exchange_input_gradients(int i) {
 // layer's input gradient (its slicing) -> the producer's gradient (its
 // slicing), overwriting or adding as the model's gradient contract says. In
 // host memory through MPI, or between the device's buffers when the device
-// moves slices itself (device_mover_).
+// moves slices itself (device_transport_).
 void Executor::queue_exchange(int layer, int slot, bool backward) {
   Model& m = *model_;
   const int p = m.inputs(layer)[slot];
@@ -377,8 +375,8 @@ void Executor::queue_exchange(int layer, int slot, bool backward) {
   const Slice mine_p = Plan::slice_of(sets_[p], rank_, batch_), mine_c = Plan::slice_of(sets_[layer], rank_, batch_);
   float* producer = nullptr;  // its activations forward, its gradient backward
   float* consumer = nullptr;  // this slot's input forward, its input gradient backward
-  SliceMover& mover = device_mover_ ? *device_mover_ : *host_mover_;
-  if (device_mover_) {
+  SliceMover& mover = *mover_;
+  if (device_transport_) {
     using B = DeviceModel::Buffer;
     if (holds(p)) producer = device_->address(backward ? B::gradient : B::activation, p, 0);
     if (holds(layer)) consumer = device_->address(backward ? B::slot_gradient : B::slot_input, layer, slot);
@@ -411,8 +409,7 @@ void Executor::queue_exchange(int layer, int slot, bool backward) {
 // the wait site (wait.hpp).
 void Executor::finish_exchanges(int layer, int first_slot, bool backward) {
   const auto t0 = Clock::now();
-  SliceMover& mover = device_mover_ ? *device_mover_ : *host_mover_;
-  mover.finish(&wait_sites_[layer][2 * first_slot + (backward ? 1 : 0)]);
+  mover_->finish(&wait_sites_[layer][2 * first_slot + (backward ? 1 : 0)]);
   times_.transfer += seconds_since(t0);
   layer_times_[layer].transfer += seconds_since(t0);
 }

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "../layers/kernels.hpp"
@@ -132,15 +133,16 @@ ModelProfile profile_model(const ModelSpec& spec, const ProfileOptions& options)
     Context ctx;
     ctx.labels = labels.data();
     ctx.loss_scale = 1.0 / b;
-    Sgd sgd(m, {});
     std::unique_ptr<DeviceModel> device;
     try {
       device = make_device_model(options.device, m, world().local_rank);
     } catch (const Error& e) {
       throw Error(fmt::format("--device {}: {}", options.device, e.what()));
     }
+    std::optional<Sgd> sgd;  // the CPU's optimizer; a device has its own
+    if (!device) sgd.emplace(m, SgdOptions{});
     const TimedPasses run = device ? on_device(*device, m, images.data(), labels.data(), ctx)
-                                   : on_cpu(m, sgd, images.data(), ctx);
+                                   : on_cpu(m, *sgd, images.data(), ctx);
     if (p.layers.empty())
       for (int i = 0; i < m.size(); ++i) {
         LayerProfile l;

@@ -144,12 +144,15 @@ class Executor {
   std::atomic<bool>* reduce_flag_ = nullptr;
   bool sync_batchnorm_ = true;
   std::unique_ptr<DeviceModel> device_;
-  std::unique_ptr<SliceMover> host_mover_;    // MPI between host buffers
-  // Burst plans on a device with a transport (NCCL): slices between its
-  // buffers, parameter-gradient sums on it. nullptr: through the host.
-  std::unique_ptr<SliceMover> device_mover_;
-  std::unique_ptr<GradientSync> device_sync_;
-  size_t bucket_bytes_;  bool whole_on_device_ = false;  // a data-parallel plan: DeviceModel::forward and backward
+  // Slices move by mover_ and parameter gradients are summed by sync_: MPI
+  // over the host Model's buffers, or, for a burst plan on a device with a
+  // transport (NCCL), the device's own, over its buffers.
+  std::unique_ptr<SliceMover> mover_;
+  bool device_transport_ = false;
+  // A device without a transport: slices and gradient sums go through the host Model.
+  bool staged() const { return device_ && !device_transport_; }
+  size_t bucket_bytes_;
+  bool whole_on_device_ = false;  // a data-parallel plan: DeviceModel::forward and backward
   std::vector<bool> on_host_;     // burst plans: the layer's activations copied to the host this step
   std::chrono::steady_clock::time_point device_reduce_start_;
   double device_reduce_seconds_ = 0;  // the device model's waits for gradient sums, this step
