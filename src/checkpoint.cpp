@@ -14,34 +14,26 @@
 namespace burstpool {
 namespace {
 
-// FNV-1a over the bytes of every tensor a checkpoint restores, and the step.
+// Every tensor a checkpoint restores, and the step.
 std::string checksum(const Model& model, const Tensor& velocity, int64_t step) {
-  uint64_t h = 1469598103934665603ull;
-  auto add = [&h](const void* data, size_t bytes) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  };
-  for (const NamedTensor& t : model.tensors()) add(t.value.data(), t.value.size() * sizeof(float));
-  add(velocity.data(), velocity.size() * sizeof(float));
-  add(&step, sizeof step);
-  return fmt::format("{:016x}", h);
+  Checksum c;
+  for (const NamedTensor& t : model.tensors()) c.add_floats(t.value.data(), t.value.size());
+  c.add_floats(velocity.data(), velocity.size());
+  c.add_value(step);
+  return c.hex();
 }
 
 bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
 }  // namespace
 
-void write_checkpoint(const std::string& path, Model& model, Sgd& sgd, CheckpointInfo info) {
+std::string Checksum::hex() const { return fmt::format("{:016x}", h_); }
+
+void write_atomically(const std::string& path, const std::function<void(const h5::File&)>& fill) {
   const std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
   try {
     h5::File f = h5::File::create(tmp);
-    write_architecture(f, model.spec());
-    write_named(f, "/weights", model.tensors());
-    write_named(f, "/optimizer/velocity", model.param_views(sgd.velocity()));
-    h5::ensure_group(f, "/progress");
-    h5::write_int_attr(f, "/progress", "step", info.step);
-    h5::write_int_attr(f, "/progress", "seed", static_cast<long long>(info.seed));
-    h5::write_string_attr(f, "/progress", "checksum", checksum(model, sgd.velocity(), info.step));
+    fill(f);
     f.close();
   } catch (...) {
     std::remove(tmp.c_str());
@@ -59,10 +51,25 @@ void write_checkpoint(const std::string& path, Model& model, Sgd& sgd, Checkpoin
   }
 }
 
+void write_checkpoint(const std::string& path, Model& model, Sgd& sgd, CheckpointInfo info) {
+  write_atomically(path, [&](const h5::File& f) {
+    write_architecture(f, model.spec());
+    write_named(f, "/weights", model.tensors());
+    write_named(f, "/optimizer/velocity", model.param_views(sgd.velocity()));
+    h5::ensure_group(f, "/progress");
+    h5::write_int_attr(f, "/progress", "step", info.step);
+    h5::write_int_attr(f, "/progress", "seed", static_cast<long long>(info.seed));
+    h5::write_string_attr(f, "/progress", "checksum", checksum(model, sgd.velocity(), info.step));
+  });
+}
+
 CheckpointInfo read_checkpoint(const std::string& path, Model& model, Sgd& sgd) {
   h5::File f = h5::File::open_read(path);
   if (model_ini_text(read_architecture(f)) != model_ini_text(model.spec()))
     throw Error(fmt::format("{}: checkpoint of a different model than '{}'", path, model.spec().name));
+  if (h5::exists(f, "/learners"))
+    throw Error(fmt::format("{}: checkpoint of a small-batch run ([sync] strategy = {}); resume it with that strategy",
+                            path, h5::read_string_attr(f, "/progress", "strategy")));
   read_named(f, "/weights", model.tensors());
   read_named(f, "/optimizer/velocity", model.param_views(sgd.velocity()));
   CheckpointInfo info;
@@ -73,26 +80,24 @@ CheckpointInfo read_checkpoint(const std::string& path, Model& model, Sgd& sgd) 
   return info;
 }
 
-std::optional<Resumed> resume_checkpoint(const std::string& path, Model& model, Sgd& sgd,
+std::optional<Resumed> newest_checkpoint(const std::string& path,
+                                         const std::function<int64_t(const std::string&)>& validate,
                                          std::vector<std::string>& rejected) {
-  // Find the newest valid candidate first, then load it: a failed read may
-  // have overwritten part of the model.
-  std::optional<CheckpointInfo> best;
-  std::string best_path;
+  std::optional<Resumed> best;
   bool any = false;
   for (const std::string& candidate : {path, path + ".prev"}) {
     if (!exists(candidate)) continue;
     any = true;
     try {
-      CheckpointInfo info = read_checkpoint(candidate, model, sgd);
-      if (!best || info.step > best->step) best = info, best_path = candidate;
+      const int64_t step = validate(candidate);
+      if (!best || step > best->step) best = Resumed{step, candidate};
     } catch (const Error& e) {
       rejected.push_back(e.what());
     }
   }
   if (!any) return std::nullopt;
   if (!best) throw Error(fmt::format("{}: no valid checkpoint to resume from ({})", path, rejected.front()));
-  return Resumed{read_checkpoint(best_path, model, sgd), best_path};
+  return best;
 }
 
 }  // namespace burstpool

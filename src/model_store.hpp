@@ -1,5 +1,7 @@
 #pragma once
 // HDF5 pieces shared by model files and checkpoints (internal).
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,5 +16,28 @@ ModelSpec read_architecture(const h5::File& f);
 void write_named(const h5::File& f, const std::string& root, const std::vector<NamedTensor>& tensors);
 // Reads them back; each must exist with exactly the tensor's element count.
 void read_named(const h5::File& f, const std::string& root, const std::vector<NamedTensor>& tensors);
+
+// FNV-1a over the bytes a checkpoint restores, in the order they are written.
+class Checksum {
+ public:
+  void add(const void* data, size_t bytes) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < bytes; ++i) h_ = (h_ ^ p[i]) * 1099511628211ull;
+  }
+  void add_floats(const float* data, size_t count) { add(data, count * sizeof(float)); }
+  template <class T>
+  void add_value(const T& value) {
+    add(&value, sizeof value);
+  }
+  std::string hex() const;
+
+ private:
+  uint64_t h_ = 1469598103934665603ull;
+};
+
+// Writes a checkpoint atomically: fill() writes "<path>.tmp.<pid>", which is
+// flushed, then "<path>" becomes "<path>.prev" and the new file "<path>".
+// Whenever the process dies, "<path>" or "<path>.prev" is complete.
+void write_atomically(const std::string& path, const std::function<void(const h5::File&)>& fill);
 
 }  // namespace burstpool

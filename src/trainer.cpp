@@ -80,9 +80,25 @@ void write_final_checkpoint(const JobConfig& job, Executor& exec, Sgd& sgd, int6
   if (world().rank == 0) write_checkpoint(job.checkpoint_path, m, sgd, {steps, job.seed});
 }
 
-// Whether to checkpoint after `step`: by step count, or by wall time as rank 0
-// sees it (broadcast, so every rank joins the collective checkpoint).
-bool checkpoint_due(const JobConfig& job, int64_t step, Clock::time_point last) {
+// Loads the newest valid checkpoint; returns the step to continue from.
+int64_t resume(const JobConfig& job, Model& model, Sgd& sgd, bool chatty) {
+  const std::optional<Resumed> found =
+      choose_checkpoint(job, [&](const std::string& file) { return read_checkpoint(file, model, sgd).step; }, chatty);
+  if (!found) return 0;
+  const CheckpointInfo info = read_checkpoint(found->file, model, sgd);  // rank 0 again: cheap, and the same code path
+  if (info.step != found->step)
+    throw Error(fmt::format("{}: holds step {} here but step {} on rank 0 (changed while resuming?)", found->file,
+                            info.step, found->step));
+  if (info.seed != job.seed)
+    throw Error(fmt::format("{}: checkpoint was trained with seed {}, the job has seed {}", found->file, info.seed,
+                            job.seed));
+  if (chatty) fmt::print("resuming from the checkpoint of step {} ({})\n", info.step, found->file);
+  return info.step;
+}
+
+}  // namespace
+
+bool checkpoint_due(const JobConfig& job, int64_t step, std::chrono::steady_clock::time_point last) {
   if (job.checkpoint_path.empty()) return false;
   bool due = job.checkpoint_every > 0 && (step + 1) % job.checkpoint_every == 0;
   if (job.checkpoint_seconds > 0) {
@@ -93,37 +109,25 @@ bool checkpoint_due(const JobConfig& job, int64_t step, Clock::time_point last) 
   return due;
 }
 
-// Loads the newest valid checkpoint; returns the step to continue from. Rank 0
-// chooses the file and every rank loads that one, so all ranks continue from
-// the same step even if files change while they look.
-int64_t resume(const JobConfig& job, Model& model, Sgd& sgd, bool chatty) {
+std::optional<Resumed> choose_checkpoint(const JobConfig& job,
+                                         const std::function<int64_t(const std::string&)>& validate, bool chatty) {
   if (job.checkpoint_path.empty())
     throw Error(fmt::format("{}: --resume needs a checkpoint path ([output] checkpoint or --checkpoint)", job.file));
   const std::string& path = job.checkpoint_path;
   long long choice[2] = {-1, 0};  // which file (-1 none, 0 path, 1 path.prev), its step
   if (world().rank == 0) {
     std::vector<std::string> rejected;
-    std::optional<Resumed> found = resume_checkpoint(path, model, sgd, rejected);
+    const std::optional<Resumed> found = newest_checkpoint(path, validate, rejected);
     for (const std::string& why : rejected) fmt::print(stderr, "burstpool: warning: refused {}\n", why);
-    if (found) choice[0] = found->file == path ? 0 : 1, choice[1] = found->info.step;
+    if (found) choice[0] = found->file == path ? 0 : 1, choice[1] = found->step;
   }
   BP_MPI_CHECK(MPI_Bcast(choice, 2, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
   if (choice[0] < 0) {
     if (chatty) fmt::print("no checkpoint at {} yet: starting from step 0\n", path);
-    return 0;
+    return std::nullopt;
   }
-  const std::string file = choice[0] == 0 ? path : path + ".prev";
-  const CheckpointInfo info = read_checkpoint(file, model, sgd);  // rank 0 again: cheap, and the same code path
-  if (info.step != choice[1])
-    throw Error(fmt::format("{}: holds step {} here but step {} on rank 0 (changed while resuming?)", file, info.step,
-                            choice[1]));
-  if (info.seed != job.seed)
-    throw Error(fmt::format("{}: checkpoint was trained with seed {}, the job has seed {}", file, info.seed, job.seed));
-  if (chatty) fmt::print("resuming from the checkpoint of step {} ({})\n", info.step, file);
-  return info.step;
+  return Resumed{choice[1], choice[0] == 0 ? path : path + ".prev"};
 }
-
-}  // namespace
 
 TrainResult train(const JobConfig& job) {
   if (job.sync.strategy != "ssgd") return train_small_batch(job);

@@ -8,6 +8,7 @@
 // "<path>.prev", and the new file is renamed to "<path>". Whenever the process
 // dies, "<path>" or "<path>.prev" is a complete checkpoint.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,15 +29,17 @@ void write_checkpoint(const std::string& path, Model& model, Sgd& sgd, Checkpoin
 // model, or fails its checksum.
 CheckpointInfo read_checkpoint(const std::string& path, Model& model, Sgd& sgd);
 
-// The newest valid checkpoint among "<path>" and "<path>.prev", loaded into
-// model and sgd. Invalid candidates are reported in `rejected` (one line
-// each, naming the file and the reason). Empty when neither file exists;
-// throws when files exist but none is valid.
+// The newest valid checkpoint among "<path>" and "<path>.prev": `validate`
+// reads a candidate completely and returns the step it holds, or throws Error
+// naming the file and the reason (for example read_checkpoint). Invalid
+// candidates are reported in `rejected`, one line each. Empty when neither
+// file exists; throws when files exist but none is valid.
 struct Resumed {
-  CheckpointInfo info;
+  int64_t step = 0;
   std::string file;  // "<path>" or "<path>.prev"
 };
-std::optional<Resumed> resume_checkpoint(const std::string& path, Model& model, Sgd& sgd,
+std::optional<Resumed> newest_checkpoint(const std::string& path,
+                                         const std::function<int64_t(const std::string&)>& validate,
                                          std::vector<std::string>& rejected);
 
 }  // namespace burstpool

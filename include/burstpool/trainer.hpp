@@ -2,8 +2,10 @@
 // Training a job on every rank of MPI_COMM_WORLD: data, plan (data parallel
 // unless the job names one), executor, optimizer, evaluation, progress,
 // metrics and the final checkpoint. Collective: every rank calls it.
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "burstpool/background.hpp"
+#include "burstpool/checkpoint.hpp"
 #include "burstpool/job.hpp"
 #include "burstpool/json_io.hpp"
 
@@ -75,5 +78,17 @@ TrainResult start_result(const JobConfig& job);
 bool record_evaluation(TrainResult& r, const JobConfig& job, const EvalPoint& p, const char* unit,
                        double eval_seconds, double wall_seconds, bool chatty);
 nlohmann::json metrics_json(const TrainResult& r);
+
+// Both trainers: whether to checkpoint after `step` (0-based), by
+// [output] checkpoint_every, or by checkpoint_seconds since `last` as rank 0
+// sees it (broadcast, so every rank joins the collective checkpoint).
+bool checkpoint_due(const JobConfig& job, int64_t step, std::chrono::steady_clock::time_point last);
+
+// Both trainers on --resume (collective): rank 0 picks the newest checkpoint
+// at the job's path that `validate` accepts (newest_checkpoint) and warns of
+// refused ones; every rank gets rank 0's choice. Empty when there is none yet
+// (said on rank 0 when chatty); throws without a checkpoint path.
+std::optional<Resumed> choose_checkpoint(const JobConfig& job,
+                                         const std::function<int64_t(const std::string&)>& validate, bool chatty);
 
 }  // namespace burstpool

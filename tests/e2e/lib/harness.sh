@@ -2,7 +2,8 @@
 # tests/e2e/*.sh). From the script's arguments BINARY SOURCE_DIR: absolute
 # $bin and $src; one OpenMP thread; Open MPI allowed to run as root, waiting
 # ranks yielding their core; a scratch folder $work removed on exit; a
-# failure count kept by fail() and reported by finish(); background_job.
+# failure count kept by fail() and reported by finish(); corrupt;
+# background_job.
 # Usage: source "$(dirname "$0")/lib/harness.sh" "$@"
 bin=$(realpath "$1")
 src=$(realpath "$2")
@@ -15,6 +16,17 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 finish() {
   echo "$1: $failures failure(s)"
   [[ $failures -eq 0 ]]
+}
+# corrupt FILE: flips the bits of the byte in the middle of FILE (weight data
+# in a checkpoint), as a disk or a partial copy might.
+corrupt() {
+  python3 - "$1" <<'PY'
+import sys
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+data[len(data) // 2] ^= 0xFF
+open(path, "wb").write(bytes(data))
+PY
 }
 # A background job for the multiplexing tests: an MLP trained data parallel
 # on synthetic data, long enough to outlast the foreground.
