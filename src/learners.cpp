@@ -25,6 +25,11 @@ void Learner::state_to_host() {
     d->copy_out(DeviceModel::Buffer::state, -1, 0, model().state().data(), model().state().size());
 }
 
+void Learner::state_to_device() {
+  if (DeviceModel* d = exec->device())
+    d->copy_in(DeviceModel::Buffer::state, -1, 0, model().state().data(), model().state().size());
+}
+
 TuningStep next_learner_count(int k, double rate, double best, double threshold, int max_learners) {
   const bool better = best <= 0 || rate > best * (1.0 + threshold);
   if (!better) return {k - 1, best, true};

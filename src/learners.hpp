@@ -27,7 +27,8 @@ struct Learner {
   // on the CPU.
   void params_to_device();
   void gradients_to_host();
-  void state_to_host();  // batch-norm running statistics, for a checkpoint
+  void state_to_host();    // batch-norm running statistics, for a checkpoint
+  void state_to_device();  // and back, after a resume
 
   std::unique_ptr<Executor> exec;
   std::unique_ptr<Sgd> sgd;      // local-sgd and shadow: the job's SGD on this replica

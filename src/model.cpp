@@ -223,6 +223,17 @@ std::vector<NamedTensor> Model::param_views(const Tensor& flat) const {
   return out;
 }
 
+std::vector<NamedTensor> Model::views(const Tensor& params, const Tensor& state) const {
+  BP_CHECK(state.size() == state_.size(), "buffer of {} floats is not laid out like {} state values", state.size(),
+           state_.size());
+  std::vector<NamedTensor> out = param_views(params);
+  for (const NamedTensor& t : named_)
+    if (t.grad.empty())
+      out.push_back({t.layer, t.name, state.slice_flat(t.value.data() - state_.data(), t.value.shape()), Tensor(),
+                     t.layer_name});
+  return out;
+}
+
 double Model::forward_flops_per_sample() const {
   double total = 0.0;
   for (const auto& l : layers_) total += l->forward_flops();

@@ -1,5 +1,7 @@
 #include "burstpool/sma.hpp"
 
+#include <algorithm>
+
 namespace burstpool {
 
 void sma_learner_step(const SmaOptions& o, float* w, float* u, const float* grad, const float* z, float lr,
@@ -16,6 +18,11 @@ void sma_learner_step(const SmaOptions& o, float* w, float* u, const float* grad
 
 AverageModel::AverageModel(const float* init, size_t n, float average_momentum)
     : mu_(average_momentum), z_(init, init + n), z_prev_(init, init + n) {}
+
+void AverageModel::restore(const float* z, const float* z_prev) {
+  std::copy(z, z + z_.size(), z_.begin());
+  std::copy(z_prev, z_prev + z_prev_.size(), z_prev_.begin());
+}
 
 void AverageModel::step(const float* delta) {
   for (size_t i = 0; i < z_.size(); ++i) {

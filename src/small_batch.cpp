@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 
 #include <mpi.h>
 #include <omp.h>
@@ -23,6 +24,7 @@
 #include "burstpool/session.hpp"
 #include "burstpool/sma.hpp"
 #include "burstpool/trainer.hpp"
+#include "learner_checkpoint.hpp"
 #include "learners.hpp"
 #include "shadow.hpp"
 
@@ -115,7 +117,6 @@ TrainResult train_small_batch(const JobConfig& job) {
   const auto wall_start = Clock::now();
   const WorldInfo& w = world();
   const SyncConfig& sc = job.sync;
-  if (job.resume) throw Error(fmt::format("{}: --resume works with [sync] strategy = ssgd only", job.file));
   TrainResult r = start_result(job);
   const bool sma = sc.strategy == "sma", shadow = sc.strategy == "shadow", local = sc.strategy == "local-sgd";
   const int b = job.batch_size;
@@ -143,7 +144,45 @@ TrainResult train_small_batch(const JobConfig& job) {
     std::copy(from, from + n, learners.back()->params());
   };
   while (static_cast<int>(learners.size()) < std::max(1, sc.learners)) add_learner();
-  AutoTuner tuner(sc, sma && sc.learners == 0);
+  // This rank's replicas as a checkpoint holds them (learner_checkpoint.hpp).
+  auto replicas = [&] {
+    std::vector<LearnerTensors> mine;
+    for (auto& l : learners)
+      mine.push_back({l->params(), l->model().state().data(), sma ? l->momentum.data() : l->sgd->velocity().data()});
+    return mine;
+  };
+  int64_t batches = 0, iteration = 0;  // learner batches taken (all ranks), iterations run
+  float reset_lr = schedule.at(0);
+  bool tuning = sma && sc.learners == 0;
+  if (job.resume) {
+    const std::optional<Resumed> found = choose_checkpoint(
+        job, [&](const std::string& file) { return check_learner_checkpoint(file, first.model(), sc.strategy).iteration; },
+        w.rank == 0);
+    if (found) {
+      const LearnerProgress p = read_learner_checkpoint(found->file, first.model(), 0, {}, nullptr);
+      if (p.learners % w.size != 0 || (sc.learners > 0 && p.learners != sc.learners * w.size))
+        throw Error(fmt::format("{}: holds {} learners in all, which {} rank(s) with [sync] learners = {} cannot take "
+                                "(ranks x learners must stay {})",
+                                found->file, p.learners, w.size, sc.learners == 0 ? "auto" : std::to_string(sc.learners),
+                                p.learners));
+      if (p.seed != job.seed)
+        throw Error(fmt::format("{}: checkpoint was trained with seed {}, the job has seed {}", found->file, p.seed,
+                                job.seed));
+      while (static_cast<int>(learners.size()) < p.learners / w.size) add_learner();
+      while (static_cast<int>(learners.size()) > p.learners / w.size) learners.pop_back();
+      read_learner_checkpoint(found->file, first.model(), w.rank * (p.learners / w.size), replicas(), sma ? &z : nullptr);
+      for (auto& l : learners) l->state_to_device();
+      iteration = p.iteration;
+      batches = p.batches;
+      reset_lr = p.reset_lr;
+      tuning = tuning && p.tuning;
+      if (w.rank == 0)
+        fmt::print("resuming from the checkpoint of iteration {} ({}): {} learner(s) per rank\n", p.iteration,
+                   found->file, learners.size());
+    }
+  }
+  const int64_t first_batches = batches;
+  AutoTuner tuner(sc, tuning);
 
   std::mutex params_lock;  // shadow: learner 0's parameters, shared with the averaging thread
   std::unique_ptr<ShadowAverager> averager;
@@ -178,12 +217,23 @@ TrainResult train_small_batch(const JobConfig& job) {
   const bool check_average = std::getenv("BURSTPOOL_TEST_CHECK_AVERAGE") != nullptr;
   int64_t checked = 0;
   LearnerPool pool(r.threads);
-  int64_t batches = 0, iteration = 0;  // learner batches taken (all ranks), iterations run
-  float reset_lr = schedule.at(0);
   double window_loss = 0;
   int64_t window_iterations = 0, window_samples = 0;
   double window_seconds = 0;  // training time only
-  int64_t next_eval = job.eval_every > 0 ? job.eval_every : per_epoch;  // iterations, or learner batches per epoch
+  const int64_t eval_step = job.eval_every > 0 ? job.eval_every : per_epoch;  // iterations, or learner batches
+  int64_t next_eval = ((job.eval_every > 0 ? iteration : batches) / eval_step + 1) * eval_step;
+  // A checkpoint (collective): the job's model, every replica, z; replicas'
+  // statistics come from the device first.
+  auto save_checkpoint = [&] {
+    const float* model = average_model();
+    for (auto& l : learners) l->state_to_host();
+    std::unique_lock<std::mutex> guard(params_lock);  // shadow: learner 0's parameters stay still
+    const LearnerProgress p{sc.strategy,          iteration, batches, static_cast<int>(learners.size()) * w.size,
+                            job.seed,             reset_lr,  tuner.active()};
+    write_learner_checkpoint(job.checkpoint_path, first.model(), model, first.model().state().data(), replicas(),
+                             sma ? &z : nullptr, p);
+  };
+  auto last_checkpoint = Clock::now();
   auto finished = [&] { return job.steps > 0 ? iteration >= job.steps : batches + w.size * int64_t(learners.size()) > total_batches; };
   while (!finished()) {
     const auto t0 = Clock::now();
@@ -267,7 +317,7 @@ TrainResult train_small_batch(const JobConfig& job) {
     }
     const bool eval_due = job.eval_every > 0 ? iteration >= next_eval : batches >= next_eval;
     if (data.has_test && (eval_due || last)) {
-      next_eval += job.eval_every > 0 ? job.eval_every : per_epoch;
+      next_eval += eval_step;
       const auto e0 = Clock::now();
       const float* model = average_model();
       std::unique_lock<std::mutex> guard(params_lock);  // shadow's thread must not average the swapped-in model
@@ -277,23 +327,22 @@ TrainResult train_small_batch(const JobConfig& job) {
       p.epoch = static_cast<double>(batches) / per_epoch;
       if (record_evaluation(r, job, p, "iteration", seconds_since(e0), seconds_since(wall_start), chatty)) break;
     }
+    if (!last && checkpoint_due(job, iteration - 1, last_checkpoint)) {
+      save_checkpoint();
+      last_checkpoint = Clock::now();
+    }
   }
   if (check_average && chatty)
     fmt::print("average model identical on every rank after each of {} synchronisations\n", checked);
   if (window_iterations > 0) r.final_loss = sum_over_world(window_loss) / (w.size * window_iterations);
   if (averager) r.shadow_rounds = averager->finish();
-  const float* final_model = average_model();
-  std::copy(final_model, final_model + n, first.params());
   r.learners = static_cast<int>(learners.size());
   r.steps = iteration;
   r.epochs = static_cast<double>(batches) / per_epoch;
-  r.samples_per_second = static_cast<double>(batches) * b / std::max(1e-9, r.train_seconds);
+  r.samples_per_second = static_cast<double>(batches - first_batches) * b / std::max(1e-9, r.train_seconds);
   r.forward_gflop_per_sample = first.model().forward_flops_per_sample() / 1e9;
   r.achieved_gflops = 3.0 * r.forward_gflop_per_sample * r.samples_per_second;
-  if (!job.checkpoint_path.empty() && w.rank == 0) {  // the job's model; momentum is per learner and not kept
-    first.state_to_host();
-    write_checkpoint(job.checkpoint_path, first.model(), *first.sgd, {iteration, job.seed});
-  }
+  if (!job.checkpoint_path.empty()) save_checkpoint();
   r.wall_seconds = seconds_since(wall_start);
   return r;
 }

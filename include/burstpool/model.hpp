@@ -81,6 +81,10 @@ class Model {
   const std::vector<NamedTensor>& tensors() const { return named_; }  // params and state, by layer
   // Views of `flat` (laid out like params(), e.g. optimizer velocity), named like the parameters.
   std::vector<NamedTensor> param_views(const Tensor& flat) const;
+  // Views named like tensors(): parameters in `params` (laid out like
+  // params()), state in `state` (laid out like state(); may be empty when
+  // the model has none). For writing another copy of the model's values.
+  std::vector<NamedTensor> views(const Tensor& params, const Tensor& state) const;
   size_t param_count() const { return params_.size(); }
   double forward_flops_per_sample() const;
 

@@ -37,6 +37,9 @@ class AverageModel {
  public:
   AverageModel(const float* init, size_t n, float average_momentum);
   const float* data() const { return z_.data(); }
+  const float* previous() const { return z_prev_.data(); }  // z_prev, for checkpoints
+  // Both vectors back from a checkpoint, each of size() floats.
+  void restore(const float* z, const float* z_prev);
   size_t size() const { return z_.size(); }
   // z = z + delta + average_momentum * (z - z_prev), from the global Delta.
   void step(const float* delta);

@@ -94,7 +94,6 @@ expect() {  # expect NAME PATTERN ARGS...
 expect "shadow with 2 learners" "\[sync\] learners: shadow runs one learner per rank" \
   --set sync.strategy=shadow --set sync.learners=2
 expect "sma with nesterov" "\[optimizer\] nesterov: sma uses plain momentum" --set optimizer.nesterov=true
-expect "resume" "--resume works with \[sync\] strategy = ssgd only" --checkpoint "$work/x.h5" --resume
 expect "unknown strategy" "\[sync\] strategy: 'easgd' is not one of" --set sync.strategy=easgd
 
 finish learners
