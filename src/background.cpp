@@ -11,9 +11,11 @@
 #include <cstring>
 
 #include "../comm/wait.hpp"
+#include "burstpool/checkpoint.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/runtime.hpp"
+#include "burstpool/trainer.hpp"
 
 namespace burstpool {
 namespace {
@@ -63,6 +65,14 @@ BackgroundJob::BackgroundJob(const JobConfig& job, MPI_Comm world, ForegroundGat
   const ModelSpec spec = load_model_spec(job.model_path);
   session_ = std::make_unique<TrainingSession>(job, spec, data_parallel_plan(spec, size, job.batch_size), comm_);
   use_job_device(job, session_->exec(), true);  // the least urgent streams; gradients summed by MPI
+  MPI_Comm_rank(comm_, &rank_);
+  if (job.resume && !job.checkpoint_path.empty())
+    if (const std::optional<Resumed> from = resume_training(job, session_->model(), session_->sgd(), comm_)) {
+      step_.store(from->step);
+      saved_step_ = from->step;
+      if (DeviceModel* device = session_->exec().device()) device->from_host(session_->sgd().velocity().data());
+      if (rank_ == 0) fmt::print("background: resuming from the checkpoint of step {} ({})\n", from->step, from->file);
+    }
   session_->exec().set_before_layer([this] {
     const auto t0 = Clock::now();
     while (!gate_.open() && !stop_.load() && !cancel_.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -99,8 +109,10 @@ bool BackgroundJob::run_step(bool stop_wanted) {
   agree[0] = stop_wanted ? 1.0 : 0.0;
   agree[1] = std::isfinite(loss) ? 0.0 : 1.0;
   agree[2] = std::isfinite(loss) ? loss : 0.0;
+  const JobConfig& job = session_->job();
+  agree[3] = rank_ == 0 && job.checkpoint_seconds > 0 && seconds_since(last_checkpoint_) >= job.checkpoint_seconds;
   MPI_Request request;
-  BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, agree, 3, MPI_DOUBLE, MPI_SUM, comm_, &request));
+  BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, agree, 4, MPI_DOUBLE, MPI_SUM, comm_, &request));
   if (step == fail_step_ && world().rank == fail_rank_)
     throw Error(fmt::format("test failure injected at background step {} (BURSTPOOL_TEST_BACKGROUND_FAIL)", step));
   s.backward();
@@ -112,7 +124,29 @@ bool BackgroundJob::run_step(bool stop_wanted) {
   report_.last_loss = agree[2];
   last_loss_.store(agree[2]);
   step_.store(step + 1);
+  if (agree[3] > 0 || (job.checkpoint_every > 0 && (step + 1) % job.checkpoint_every == 0)) save_checkpoint();
   return step + 1 < s.total_steps();
+}
+
+// Data parallel: rank 0 holds every layer and writes alone, so the thread
+// starts no collective for it (a peer's failure cannot hang it here).
+void BackgroundJob::save_checkpoint() {
+  const JobConfig& job = session_->job();
+  last_checkpoint_ = Clock::now();
+  if (job.checkpoint_path.empty() || rank_ != 0) return;
+  saved_step_ = step_.load();
+  if (DeviceModel* device = session_->exec().device()) device->to_host(session_->sgd().velocity().data());
+  write_checkpoint(job.checkpoint_path, session_->model(), session_->sgd(), {step_.load(), job.seed});
+}
+
+void BackgroundJob::save_final_checkpoint() {
+  // A failed step may have left its state half done; a checkpoint of this step may exist already.
+  if (report_.failed || step_.load() == saved_step_) return;
+  try {
+    save_checkpoint();
+  } catch (const Error& e) {
+    fmt::print(stderr, "burstpool: warning: background job '{}': {}; the foreground goes on\n", report_.job, e.what());
+  }
 }
 
 void BackgroundJob::calibrate(int steps) {
@@ -128,7 +162,7 @@ void BackgroundJob::calibrate(int steps) {
 
 void BackgroundJob::calibrate_steps(int steps) {
   // The first step pays for first-touch allocation and is not timed.
-  if (steps < 2 || !run_step(false)) return;
+  if (steps < 2 || step_.load() >= session_->total_steps() || !run_step(false)) return;
   const int64_t first = step_.load();
   const auto t0 = Clock::now();
   while (step_.load() - first < steps - 1 && run_step(false)) {
@@ -140,7 +174,7 @@ void BackgroundJob::calibrate_steps(int steps) {
 }
 
 void BackgroundJob::start() {
-  if (report_.failed) return;
+  if (report_.failed || step_.load() >= session_->total_steps()) return;
   session_->exec().times() = {};  // from here on: the shared phase
   shared_start_ = Clock::now();
   shared_first_step_ = step_.load();
@@ -179,6 +213,7 @@ double BackgroundJob::shared_rate() const {
 BackgroundReport BackgroundJob::stop(double grace_seconds) {
   if (!thread_.joinable()) {
     report_.steps = step_.load();
+    save_final_checkpoint();
     return report_;
   }
   stop_.store(true);
@@ -193,6 +228,7 @@ BackgroundReport BackgroundJob::stop(double grace_seconds) {
   report_.steps = step_.load();
   report_.shared_times = session_->exec().times();
   report_.shared_steps = step_.load() - shared_first_step_;
+  save_final_checkpoint();
   return report_;
 }
 

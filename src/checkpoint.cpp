@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include "burstpool/error.hpp"
@@ -30,6 +31,10 @@ bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 std::string Checksum::hex() const { return fmt::format("{:016x}", h_); }
 
 void write_atomically(const std::string& path, const std::function<void(const h5::File&)>& fill) {
+  // A background job writes its checkpoints from its own thread, maybe while
+  // the foreground writes; one at a time, whether or not HDF5 is thread-safe.
+  static std::mutex one_writer;
+  std::lock_guard<std::mutex> lock(one_writer);
   const std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
   try {
     h5::File f = h5::File::create(tmp);

@@ -38,6 +38,7 @@ class Checksum {
 // Writes a checkpoint atomically: fill() writes "<path>.tmp.<pid>", which is
 // flushed, then "<path>" becomes "<path>.prev" and the new file "<path>".
 // Whenever the process dies, "<path>" or "<path>.prev" is complete.
+// Thread-safe: one write at a time in the process.
 void write_atomically(const std::string& path, const std::function<void(const h5::File&)>& fill);
 
 }  // namespace burstpool

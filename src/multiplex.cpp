@@ -14,7 +14,12 @@ namespace burstpool {
 
 Multiplexer::Multiplexer(const JobConfig& foreground, Executor& exec)
     : fg_(foreground), exec_(exec), gate_(foreground.background.max_slowdown, foreground.background.pause_in_allreduce) {
-  const JobConfig bg = load_job(fg_.background.job_path);
+  JobConfig bg = load_job(fg_.background.job_path);
+  bg.resume = fg_.resume;  // --resume continues both jobs
+  bg.checkpoint_path = expand_output_path(bg.checkpoint_path, bg.name);
+  if (!bg.checkpoint_path.empty() && bg.checkpoint_path == fg_.checkpoint_path)
+    throw Error(fmt::format("{}: [output] checkpoint: the background job would write the foreground's checkpoint {}",
+                            bg.file, bg.checkpoint_path));
   const char* yield = std::getenv("OMPI_MCA_mpi_yield_when_idle");
   if (world().rank == 0 && yield && std::string(yield) == "1")
     fmt::print(stderr,

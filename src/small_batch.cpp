@@ -157,7 +157,7 @@ TrainResult train_small_batch(const JobConfig& job) {
   if (job.resume) {
     const std::optional<Resumed> found = choose_checkpoint(
         job, [&](const std::string& file) { return check_learner_checkpoint(file, first.model(), sc.strategy).iteration; },
-        w.rank == 0);
+        MPI_COMM_WORLD);
     if (found) {
       const LearnerProgress p = read_learner_checkpoint(found->file, first.model(), 0, {}, nullptr);
       if (p.learners % w.size != 0 || (sc.learners > 0 && p.learners != sc.learners * w.size))

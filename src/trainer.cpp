@@ -80,22 +80,6 @@ void write_final_checkpoint(const JobConfig& job, Executor& exec, Sgd& sgd, int6
   if (world().rank == 0) write_checkpoint(job.checkpoint_path, m, sgd, {steps, job.seed});
 }
 
-// Loads the newest valid checkpoint; returns the step to continue from.
-int64_t resume(const JobConfig& job, Model& model, Sgd& sgd, bool chatty) {
-  const std::optional<Resumed> found =
-      choose_checkpoint(job, [&](const std::string& file) { return read_checkpoint(file, model, sgd).step; }, chatty);
-  if (!found) return 0;
-  const CheckpointInfo info = read_checkpoint(found->file, model, sgd);  // rank 0 again: cheap, and the same code path
-  if (info.step != found->step)
-    throw Error(fmt::format("{}: holds step {} here but step {} on rank 0 (changed while resuming?)", found->file,
-                            info.step, found->step));
-  if (info.seed != job.seed)
-    throw Error(fmt::format("{}: checkpoint was trained with seed {}, the job has seed {}", found->file, info.seed,
-                            job.seed));
-  if (chatty) fmt::print("resuming from the checkpoint of step {} ({})\n", info.step, found->file);
-  return info.step;
-}
-
 }  // namespace
 
 bool checkpoint_due(const JobConfig& job, int64_t step, std::chrono::steady_clock::time_point last) {
@@ -110,23 +94,39 @@ bool checkpoint_due(const JobConfig& job, int64_t step, std::chrono::steady_cloc
 }
 
 std::optional<Resumed> choose_checkpoint(const JobConfig& job,
-                                         const std::function<int64_t(const std::string&)>& validate, bool chatty) {
+                                         const std::function<int64_t(const std::string&)>& validate, MPI_Comm comm) {
   if (job.checkpoint_path.empty())
     throw Error(fmt::format("{}: --resume needs a checkpoint path ([output] checkpoint or --checkpoint)", job.file));
   const std::string& path = job.checkpoint_path;
   long long choice[2] = {-1, 0};  // which file (-1 none, 0 path, 1 path.prev), its step
-  if (world().rank == 0) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (rank == 0) {
     std::vector<std::string> rejected;
     const std::optional<Resumed> found = newest_checkpoint(path, validate, rejected);
     for (const std::string& why : rejected) fmt::print(stderr, "burstpool: warning: refused {}\n", why);
     if (found) choice[0] = found->file == path ? 0 : 1, choice[1] = found->step;
   }
-  BP_MPI_CHECK(MPI_Bcast(choice, 2, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
+  BP_MPI_CHECK(MPI_Bcast(choice, 2, MPI_LONG_LONG, 0, comm));
   if (choice[0] < 0) {
-    if (chatty) fmt::print("no checkpoint at {} yet: starting from step 0\n", path);
+    if (rank == 0) fmt::print("no checkpoint at {} yet: job '{}' starts from step 0\n", path, job.name);
     return std::nullopt;
   }
   return Resumed{choice[1], choice[0] == 0 ? path : path + ".prev"};
+}
+
+std::optional<Resumed> resume_training(const JobConfig& job, Model& model, Sgd& sgd, MPI_Comm comm) {
+  const std::optional<Resumed> found =
+      choose_checkpoint(job, [&](const std::string& file) { return read_checkpoint(file, model, sgd).step; }, comm);
+  if (!found) return found;
+  const CheckpointInfo info = read_checkpoint(found->file, model, sgd);  // rank 0 again: cheap, and the same code path
+  if (info.step != found->step)
+    throw Error(fmt::format("{}: holds step {} here but step {} on rank 0 (changed while resuming?)", found->file,
+                            info.step, found->step));
+  if (info.seed != job.seed)
+    throw Error(fmt::format("{}: checkpoint was trained with seed {}, the job has seed {}", found->file, info.seed,
+                            job.seed));
+  return found;
 }
 
 TrainResult train(const JobConfig& job) {
@@ -147,7 +147,12 @@ TrainResult train(const JobConfig& job) {
   const int64_t eval_every = job.eval_every > 0 ? job.eval_every : per_epoch;
   const bool chatty = w.rank == 0;
   use_job_device(job, exec);
-  const int64_t first_step = job.resume ? resume(job, model, sgd, chatty) : 0;
+  int64_t first_step = 0;
+  if (job.resume)
+    if (const std::optional<Resumed> from = resume_training(job, model, sgd, MPI_COMM_WORLD)) {
+      first_step = from->step;
+      if (chatty) fmt::print("resuming from the checkpoint of step {} ({})\n", from->step, from->file);
+    }
   if (DeviceModel* device = exec.device()) device->from_host(sgd.velocity().data());  // initial or resumed values
   if (chatty)
     fmt::print("burstpool: job '{}', model '{}' ({} parameters), {} training samples, global batch {}, {} steps, "

@@ -92,6 +92,9 @@ class BackgroundJob {
  public:
   // Collective over `world`. `job` must be data parallel (no plan). Throws
   // Error for a bad job, missing data, or a thread level below MULTIPLE.
+  // With job.resume and an [output] checkpoint, continues from that
+  // checkpoint's step. The job's checkpoint is written at its cadences and
+  // when it stops (not after a failure), by rank 0 alone.
   BackgroundJob(const JobConfig& job, MPI_Comm world, ForegroundGate& gate);
   ~BackgroundJob();
   BackgroundJob(const BackgroundJob&) = delete;
@@ -121,6 +124,8 @@ class BackgroundJob {
   void calibrate_steps(int steps);
   void run_thread();
   bool run_step(bool stop_wanted);  // one step; false when the ranks agree to stop
+  void save_checkpoint();           // the job's [output] checkpoint, by rank 0 alone
+  void save_final_checkpoint();     // at stop(), unless the job failed; errors become a warning
 
   std::unique_ptr<TrainingSession> session_;
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -135,7 +140,12 @@ class BackgroundJob {
   int64_t shared_first_step_ = 0;
   double alone_step_seconds_ = 0;
   std::chrono::steady_clock::time_point shared_start_;
-  double agree_[3] = {0, 0, 0};  // the per-step agreement's buffer
+  // The per-step agreement's buffer: stop wanted, loss not finite, loss,
+  // checkpoint due by time on rank 0.
+  double agree_[4] = {0, 0, 0, 0};
+  int rank_ = 0;  // in comm_
+  int64_t saved_step_ = 0;  // of the last checkpoint written (0: none; a resumed job's is on disk)
+  std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
   int fail_rank_ = -1;  // test hook BURSTPOOL_TEST_BACKGROUND_FAIL=rank:step
   int64_t fail_step_ = -1;
 };

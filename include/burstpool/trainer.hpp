@@ -10,12 +10,15 @@
 #include <string>
 #include <vector>
 
+#include <mpi.h>
 #include <nlohmann/json.hpp>
 
 #include "burstpool/background.hpp"
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/job.hpp"
 #include "burstpool/json_io.hpp"
+#include "burstpool/model.hpp"
+#include "burstpool/optimizer.hpp"
 
 namespace burstpool {
 
@@ -84,11 +87,17 @@ nlohmann::json metrics_json(const TrainResult& r);
 // sees it (broadcast, so every rank joins the collective checkpoint).
 bool checkpoint_due(const JobConfig& job, int64_t step, std::chrono::steady_clock::time_point last);
 
-// Both trainers on --resume (collective): rank 0 picks the newest checkpoint
-// at the job's path that `validate` accepts (newest_checkpoint) and warns of
-// refused ones; every rank gets rank 0's choice. Empty when there is none yet
-// (said on rank 0 when chatty); throws without a checkpoint path.
+// Every trainer on --resume (collective over `comm`): rank 0 of comm picks
+// the newest checkpoint at the job's path that `validate` accepts
+// (newest_checkpoint) and warns of refused ones; every rank gets its choice.
+// Empty when there is none yet (rank 0 says so); throws without a path.
 std::optional<Resumed> choose_checkpoint(const JobConfig& job,
-                                         const std::function<int64_t(const std::string&)>& validate, bool chatty);
+                                         const std::function<int64_t(const std::string&)>& validate, MPI_Comm comm);
+
+// An ssgd job (the foreground, or a background job on its own communicator)
+// on --resume: the chosen checkpoint's weights, statistics and momentum into
+// model and sgd on every rank of comm (collective). Throws Error when the
+// file was trained with another seed. Empty: no checkpoint yet.
+std::optional<Resumed> resume_training(const JobConfig& job, Model& model, Sgd& sgd, MPI_Comm comm);
 
 }  // namespace burstpool

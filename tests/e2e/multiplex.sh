@@ -3,7 +3,8 @@
 # data-parallel background MLP. The foreground must end bitwise equal to the
 # same run without the background, both jobs' losses must fall, the metrics
 # must report both rates, and a background that stops, diverges or crashes on
-# one rank must leave the foreground finishing normally.
+# one rank must leave the foreground finishing normally. The background's
+# own checkpoints equal the background job trained alone, and resume.
 # Usage: multiplex.sh BURSTPOOL_BINARY SOURCE_DIR
 set -u
 source "$(dirname "$0")/lib/harness.sh" "$@"
@@ -101,7 +102,39 @@ grep -q "failed on rank 1 .*test failure injected" "$work/crashed.err" || fail "
 grep -q "failed on rank 0 .*stopped waiting" "$work/crashed.err" || fail "crashed: rank 0 did not report giving up"
 [[ "$(metric crashed 'm["background"]["failed_ranks"]')" == 2 ]] || fail "crashed: failed_ranks"
 
-# 5. Bad background jobs are refused before training, naming file and key.
+# 5. The background's own checkpoint ([output] in its job file): written
+#    every 10 of its steps and when it stops, by its rank 0, and equal bit for
+#    bit to the background job trained alone for as many steps; --resume
+#    continues it from there.
+sed 's/^job = bg.ini/job = bg_ckpt.ini/' "$work/fg.ini" >"$work/fg_ckpt.ini"
+cp "$work/bg.ini" "$work/bg_ckpt.ini"
+printf '[output]\ncheckpoint = %s\ncheckpoint_every = 10\n' "$work/bg.h5" >>"$work/bg_ckpt.ini"
+bg_step() { h5dump -a /progress/step "$1" | grep -o '(0): [0-9]*' | cut -d' ' -f2; }
+# same_as_background_alone FILE STEPS: the background job trained alone for STEPS steps
+same_as_background_alone() {
+  timeout 120 mpirun -np 2 "$bin" train "$work/bg_ckpt.ini" --steps "$2" --checkpoint "$work/bg_alone.h5" >/dev/null 2>&1 &&
+    h5diff -d 0 "$work/bg_alone.h5" "$1" /weights /weights >/dev/null &&
+    h5diff -d 0 "$work/bg_alone.h5" "$1" /optimizer /optimizer >/dev/null
+}
+run bg_ckpt "$work/fg_ckpt.ini" || fail "background checkpoint: exit $?: $(cat "$work/bg_ckpt.err")"
+same_as_alone bg_ckpt
+first=$(bg_step "$work/bg.h5")
+if [[ -n $first && -f $work/bg.h5.prev ]] && same_as_background_alone "$work/bg.h5" "$first"; then
+  echo "ok   background checkpoint at its step $first (and an earlier one kept): identical to the background job alone"
+else
+  fail "background checkpoint (step '$first') differs from the background job trained alone"
+fi
+run bg_resumed "$work/fg_ckpt.ini" --resume || fail "background resume: exit $?: $(cat "$work/bg_resumed.err")"
+same_as_alone bg_resumed
+second=$(bg_step "$work/bg.h5")
+if grep -q "background: resuming from the checkpoint of step $first " "$work/bg_resumed.out" &&
+  [[ $second -gt $first ]] && same_as_background_alone "$work/bg.h5" "$second"; then
+  echo "ok   --resume: the background went on from step $first to $second, identical to the background job alone"
+else
+  fail "background resume: from '$first' to '$second': $(grep -m1 background: "$work/bg_resumed.out")"
+fi
+
+# 6. Bad background jobs are refused before training, naming file and key.
 printf '[parallel]\nplan = x.json\n' >>"$work/bg.ini"
 timeout 60 mpirun -np 2 "$bin" train "$work/fg.ini" >/dev/null 2>"$work/bad.err" && fail "background with a plan accepted"
 grep -q "bg.ini: \[parallel\] plan: a background job trains data parallel" "$work/bad.err" || fail "bad: $(cat "$work/bad.err")"
