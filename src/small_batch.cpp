@@ -23,6 +23,7 @@
 #include "burstpool/runtime.hpp"
 #include "burstpool/session.hpp"
 #include "burstpool/sma.hpp"
+#include "burstpool/stop.hpp"
 #include "burstpool/trainer.hpp"
 #include "learner_checkpoint.hpp"
 #include "learners.hpp"
@@ -234,6 +235,7 @@ TrainResult train_small_batch(const JobConfig& job) {
                              sma ? &z : nullptr, p);
   };
   auto last_checkpoint = Clock::now();
+  StopVote vote(MPI_COMM_WORLD);
   auto finished = [&] { return job.steps > 0 ? iteration >= job.steps : batches + w.size * int64_t(learners.size()) > total_batches; };
   while (!finished()) {
     const auto t0 = Clock::now();
@@ -250,6 +252,7 @@ TrainResult train_small_batch(const JobConfig& job) {
       gather_images(data.train, idx.data(), {0, b}, l.images);
       gather_labels(data.train, idx.data(), {0, b}, l.labels);
     }
+    vote.start();
     pool.run(k, [&](int j) {
       omp_set_num_threads(std::max(1, r.threads / k));  // the learners share the rank's threads
       Learner& l = *learners[j];
@@ -287,6 +290,7 @@ TrainResult train_small_batch(const JobConfig& job) {
       const float* avg = average_model();
       for (auto& l : learners) std::copy(avg, avg + n, l->params());
     }
+    const int stop = vote.finish();
     batches += static_cast<int64_t>(w.size) * k;
     ++iteration;
     const double seconds = seconds_since(t0);
@@ -304,7 +308,7 @@ TrainResult train_small_batch(const JobConfig& job) {
                  next_k > k ? "trying" : "keeping", next_k);
 
     const bool last = finished();
-    if (iteration % job.log_every == 0 || last) {
+    if (iteration % job.log_every == 0 || last || stop) {
       r.final_loss = sum_over_world(window_loss) / (w.size * window_iterations);
       const double rate = window_samples / std::max(1e-9, window_seconds);
       if (chatty)
@@ -314,6 +318,10 @@ TrainResult train_small_batch(const JobConfig& job) {
       window_loss = 0;
       window_iterations = window_samples = 0;
       window_seconds = 0;
+    }
+    if (stop) {  // the checkpoint and metrics below, no evaluation: the scheduler's kill may be near
+      r.stopped_by = stop_signal_name(stop);
+      break;
     }
     const bool eval_due = job.eval_every > 0 ? iteration >= next_eval : batches >= next_eval;
     if (data.has_test && (eval_due || last)) {

@@ -18,6 +18,7 @@
 #include "burstpool/model_io.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/session.hpp"
+#include "burstpool/stop.hpp"
 #include "multiplex.hpp"
 
 namespace burstpool {
@@ -166,12 +167,15 @@ TrainResult train(const JobConfig& job) {
   double window_loss = 0;
   int64_t window_steps = 0, total_run = total;  // total_run: less when stopped at the target
   auto window_start = Clock::now(), last_checkpoint = Clock::now();
+  StopVote vote(MPI_COMM_WORLD);
   for (int64_t step = first_step; step < total; ++step) {
     const auto t0 = Clock::now();
     const double loss = session.forward(step);
     if (!std::isfinite(loss))
       throw Error(fmt::format("training loss became {} at step {} (try a lower [optimizer] lr)", loss, step));
+    vote.start();
     session.update(step);
+    const int stop = vote.finish();
     const double step_seconds = seconds_since(t0);
     r.train_seconds += step_seconds;
     if (multiplex) multiplex->step_finished(step_seconds);
@@ -179,11 +183,11 @@ TrainResult train(const JobConfig& job) {
     ++window_steps;
 
     const bool last = step + 1 == total;
-    if (!last && checkpoint_due(job, step, last_checkpoint)) {
+    if (!last && !stop && checkpoint_due(job, step, last_checkpoint)) {
       write_final_checkpoint(job, exec, sgd, step + 1);
       last_checkpoint = window_start = Clock::now();  // checkpointing is not training time
     }
-    if ((step + 1) % job.log_every == 0 || last) {
+    if ((step + 1) % job.log_every == 0 || last || stop) {
       r.final_loss = sum_over_world(window_loss) / window_steps;
       const double rate = window_steps * job.batch_size / std::max(1e-9, seconds_since(window_start));
       if (chatty)
@@ -195,6 +199,11 @@ TrainResult train(const JobConfig& job) {
       window_loss = 0;
       window_steps = 0;
       window_start = Clock::now();
+    }
+    if (stop) {  // the checkpoint and metrics below, no evaluation: the scheduler's kill may be near
+      total_run = step + 1;
+      r.stopped_by = stop_signal_name(stop);
+      break;
     }
     if (data.has_test && ((step + 1) % eval_every == 0 || last)) {
       const auto e0 = Clock::now();
@@ -315,6 +324,7 @@ nlohmann::json metrics_json(const TrainResult& r) {
   out["time_to_target_seconds"] = number(r.time_to_target_seconds);
   out["epochs_to_target"] = number(r.epochs_to_target);
   out["wall_to_target_seconds"] = number(r.wall_to_target_seconds);
+  out["stopped_by"] = r.stopped_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.stopped_by);
   if (r.multiplex) {
     const MultiplexResult& m = *r.multiplex;
     const BackgroundReport& b = m.background;

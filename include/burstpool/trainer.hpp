@@ -64,6 +64,7 @@ struct TrainResult {
   double target_accuracy = 0;     // [train] target_accuracy; 0: none
   double time_to_target_seconds = NAN, epochs_to_target = NAN;  // training seconds, epochs; NaN: not reached
   double wall_to_target_seconds = NAN;  // wall seconds from the start, loading and evaluations included
+  std::string stopped_by;  // the signal that ended training early (include/burstpool/stop.hpp); "": none
 };
 
 TrainResult train(const JobConfig& job);

@@ -7,6 +7,10 @@
 
 namespace burstpool::cli {
 
+// The process's exit status when the command returns normally (errors exit
+// through die()): 0, or kStoppedExitStatus for a training run stopped early.
+inline int exit_status = 0;
+
 struct Command {
   CLI::App* app;
   std::function<void()> run;

@@ -35,5 +35,5 @@ int main(int argc, char** argv) {
     die(fmt::format("internal error: {}", e.what()));
   }
   finalize_mpi();
-  return 0;
+  return cli::exit_status;
 }

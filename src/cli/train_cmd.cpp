@@ -6,7 +6,9 @@
 #include <cmath>
 
 #include "burstpool/job.hpp"
+#include "burstpool/error.hpp"
 #include "burstpool/runtime.hpp"
+#include "burstpool/stop.hpp"
 #include "burstpool/trainer.hpp"
 #include "commands.hpp"
 
@@ -59,12 +61,25 @@ Command add_train(CLI::App& app) {
             job.resume = args->resume;
             job.metrics_path = expand_output_path(job.metrics_path, job.name);
             job.checkpoint_path = expand_output_path(job.checkpoint_path, job.name);
+            install_stop_handlers();
             TrainResult result = train(job);
             if (!job.metrics_path.empty() && world().rank == 0) write_json(job.metrics_path, metrics_json(result));
             if (world().rank == 0)
               fmt::print("done: {} steps in {:.1f} s, {:.1f} samples/s, final loss {:.4f}, test accuracy {}\n",
                          result.steps, result.wall_seconds, result.samples_per_second, result.final_loss,
                          std::isfinite(result.test_accuracy) ? fmt::format("{:.4f}", result.test_accuracy) : "n/a");
+            if (!result.stopped_by.empty()) {
+              if (world().rank == 0)
+                fmt::print("stopped early by {} after {} steps{}; run again with --resume to continue\n",
+                           result.stopped_by, result.steps,
+                           job.checkpoint_path.empty() ? " (no checkpoint path: the progress is lost)"
+                                                       : ", checkpoint " + job.checkpoint_path);
+              std::fflush(stdout);
+              // Every rank leaves only after rank 0 wrote: a launcher that
+              // kills the job at the first non-zero exit must not cut it short.
+              BP_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+              exit_status = kStoppedExitStatus;
+            }
           }};
 }
 

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Stopping early on a signal (include/burstpool/stop.hpp): SIGTERM or SIGUSR1
+# to one rank stops every rank after the same step, the checkpoint and the
+# metrics (stopped_by) are written, the exit status is 75, and --resume ends
+# bit for bit as the uninterrupted run; for ssgd and for sma learners. A
+# second signal ends the process at once.
+# Usage: stop_signal.sh BURSTPOOL_BINARY SOURCE_DIR
+set -u
+source "$(dirname "$0")/lib/harness.sh" "$@"
+command -v mpirun >/dev/null || { echo "mpirun missing"; exit 1; }
+
+cat >"$work/job.ini" <<JOB
+[job]
+model = $src/jobs/models/vgg_small.ini
+seed = 11
+[data]
+source = synthetic
+synthetic_train_samples = 256
+synthetic_test_samples = 64
+[train]
+batch_size = 16
+steps = 150
+log_every = 10
+[optimizer]
+lr = 0.01
+[sync]
+learners = 2
+JOB
+
+# stopped NAME SIGNAL RANK [args]: a 2-rank run signalled on RANK once it
+# logged step 20, then resumed; compared with the uninterrupted run NAME-ref.
+stopped() {
+  local name=$1 signal=$2 rank=$3
+  shift 3
+  mpirun -np 2 "$bin" train "$work/job.ini" --checkpoint "$work/$name-ref.h5" "$@" >/dev/null 2>&1 ||
+    { fail "$name: reference run"; return; }
+  mpirun -np 2 "$bin" train "$work/job.ini" --checkpoint "$work/$name.h5" --metrics "$work/$name.json" "$@" \
+    >"$work/$name.out" 2>&1 &
+  local launcher=$! victim=""
+  for _ in $(seq 1 200); do
+    grep -Eq "^(step|iteration) 20" "$work/$name.out" && break
+    sleep 0.05
+  done
+  # Rank processes in rank order: mpirun starts them in that order, so by ascending pid.
+  victim=$(pgrep -P "$launcher" -x burstpool | sort -n | sed -n "$((rank + 1))p")
+  [[ -n $victim ]] && kill -"$signal" "$victim"
+  wait "$launcher"
+  local status=$?
+  local at
+  at=$(python3 -c "import json; m=json.load(open('$work/$name.json')); print(m['stopped_by'], m['steps'])" 2>/dev/null)
+  timeout 120 mpirun -np 2 "$bin" train "$work/job.ini" --checkpoint "$work/$name.h5" --resume "$@" \
+    >"$work/$name.resumed" 2>&1 || fail "$name: resume"
+  if [[ -z $victim ]]; then
+    fail "$name: no rank to signal"
+  elif [[ $status -ne 75 || $at != "SIG$signal "* ]]; then
+    fail "$name: exit $status, metrics stopped_by/steps '$at': $(tail -3 "$work/$name.out")"
+  elif ! grep -q "stopped early by SIG$signal after ${at#* } " "$work/$name.out"; then
+    fail "$name: no 'stopped early' line: $(tail -3 "$work/$name.out")"
+  elif h5diff -d 0 "$work/$name-ref.h5" "$work/$name.h5" >/dev/null; then
+    echo "ok   $name: SIG$signal to rank $rank, all ranks stopped after ${at#* } (exit 75), resumed: identical to the uninterrupted run"
+  else
+    fail "$name: resumed run differs from the uninterrupted one"
+  fi
+}
+stopped ssgd TERM 1
+stopped sma USR1 0 --set sync.strategy=sma --set output.checkpoint_every=1000
+
+# A second signal: the process ends at once (killed by it), not at the end
+# of its step (of about 0.3 s here).
+"$bin" train "$work/job.ini" --steps 100000 --set train.batch_size=256 --set data.synthetic_train_samples=1024 \
+  --checkpoint "$work/twice.h5" >"$work/twice.out" 2>&1 &
+pid=$!
+for _ in $(seq 1 400); do grep -q "^step 10/" "$work/twice.out" && break; sleep 0.05; done
+kill -TERM "$pid"
+sleep 0.05  # two signals sent back to back may arrive as one
+kill -TERM "$pid"
+wait "$pid"
+status=$?
+if [[ $status -eq 143 ]] && ! grep -q "stopped early" "$work/twice.out"; then
+  echo "ok   a second SIGTERM ends the process at once (exit $status)"
+else
+  fail "second signal: exit $status: $(tail -2 "$work/twice.out")"
+fi
+
+finish stop_signal
