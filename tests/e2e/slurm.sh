@@ -2,7 +2,9 @@
 # End to end on a real single-node Slurm (slurm/local-cluster.sh): submits
 # slurm/train.sbatch and slurm/sweep.sbatch with sbatch and checks their
 # results, requeues a running job and checks that it resumes, and kills one
-# rank with SIGKILL under srun and checks that the job ends without hanging.
+# rank with SIGKILL under srun and checks that the job ends without hanging,
+# and signals a job as Slurm does before its time limit: it checkpoints,
+# requeues itself and finishes.
 # Usage: slurm.sh BURSTPOOL_BINARY SOURCE_DIR
 set -u
 bin=$(realpath "$1")
@@ -110,6 +112,30 @@ else
   else
     fail "job $id still running 60 s after a rank was killed"; scancel "$id"
   fi
+fi
+
+echo "   ($(date +%T))"
+# 5. A stop signal (what --signal=USR1@120 sends ahead of the time limit):
+#    burstpool checkpoints and exits 75, train.sbatch requeues the job, and
+#    it finishes from the checkpoint.
+id=$(sbatch --parsable --ntasks=2 "$src/slurm/train.sbatch" "$(job_file signalled 4000)")
+log="$work/burstpool-train-$id.out"
+for _ in $(seq 1 300); do grep -q "^step 100/" "$log" 2>/dev/null && break; sleep 0.1; done
+scancel --signal=USR1 "$id"
+for _ in $(seq 1 150); do grep -q "requeueing job" "$log" 2>/dev/null && break; sleep 0.2; done
+for _ in $(seq 1 50); do [[ $(state_of "$id") == PENDING ]] && break; sleep 0.2; done
+# The job requeued itself from its batch script: let the node finish tearing
+# the first run down (its step daemons gone) before its start is brought
+# forward (Slurm alone would hold it back longer than that).
+for _ in $(seq 1 150); do pgrep -f "slurmstepd: \[$id\." >/dev/null || break; sleep 0.2; done
+scontrol update JobId="$id" StartTime=now 2>/dev/null || true
+wait_done "$id" 240 || fail "signalled job $id did not finish"
+if grep -q "stopped early by SIGUSR1 after" "$log" && grep -q "restart 1" "$log" &&
+  grep -q "resuming from the checkpoint of step" "$log" &&
+  python3 -c "import json,sys; m=json.load(open('$work/runs/signalled-$id.metrics.json')); sys.exit(0 if m['steps']==4000 and m['stopped_by'] is None else 1)"; then
+  echo "ok   scancel --signal=USR1: job $id $(grep -m1 -o 'stopped early by SIGUSR1 after [0-9]* steps' "$log"), requeued itself, $(grep -m1 -o 'resuming from the checkpoint of step [0-9]*' "$log"), finished"
+else
+  fail "signalled job $id"; tail -n 20 "$log"
 fi
 
 echo "slurm: $failures failure(s)"
