@@ -9,6 +9,7 @@
 // it by k), so its length does not depend on k.
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -112,6 +113,40 @@ class AutoTuner {
   double seconds_ = 0, samples_ = 0, best_ = 0;
 };
 
+// --resume (collective): every replica, z (when given) and the progress from
+// the newest valid checkpoint; the learner count per rank follows the file
+// (add_learner adds one). Empty when there is no checkpoint yet.
+std::optional<LearnerProgress> resume_learners(const JobConfig& job, std::vector<std::unique_ptr<Learner>>& learners,
+                                               const std::function<void()>& add_learner,
+                                               const std::function<std::vector<LearnerTensors>()>& replicas,
+                                               AverageModel* z) {
+  const WorldInfo& w = world();
+  const SyncConfig& sc = job.sync;
+  Model& names = learners[0]->model();
+  const std::optional<Resumed> found = choose_checkpoint(
+      job, [&](const std::string& file) { return check_learner_checkpoint(file, names, sc.strategy).iteration; },
+      MPI_COMM_WORLD);
+  if (!found) return std::nullopt;
+  const LearnerProgress p = read_learner_checkpoint(found->file, names, 0, {}, nullptr);
+  if (p.learners % w.size != 0 || (sc.learners > 0 && p.learners != sc.learners * w.size))
+    throw Error(fmt::format("{}: holds {} learners in all, which {} rank(s) with [sync] learners = {} cannot take "
+                            "(ranks x learners must stay {})",
+                            found->file, p.learners, w.size, sc.learners == 0 ? "auto" : std::to_string(sc.learners),
+                            p.learners));
+  if (p.seed != job.seed)
+    throw Error(fmt::format("{}: checkpoint was trained with seed {}, the job has seed {}", found->file, p.seed,
+                            job.seed));
+  const int k = p.learners / w.size;
+  while (static_cast<int>(learners.size()) < k) add_learner();
+  while (static_cast<int>(learners.size()) > k) learners.pop_back();
+  read_learner_checkpoint(found->file, names, w.rank * k, replicas(), z);
+  for (auto& l : learners) l->state_to_device();
+  if (w.rank == 0)
+    fmt::print("resuming from the checkpoint of iteration {} ({}): {} learner(s) per rank\n", p.iteration, found->file,
+               k);
+  return p;
+}
+
 }  // namespace
 
 TrainResult train_small_batch(const JobConfig& job) {
@@ -155,33 +190,13 @@ TrainResult train_small_batch(const JobConfig& job) {
   int64_t batches = 0, iteration = 0;  // learner batches taken (all ranks), iterations run
   float reset_lr = schedule.at(0);
   bool tuning = sma && sc.learners == 0;
-  if (job.resume) {
-    const std::optional<Resumed> found = choose_checkpoint(
-        job, [&](const std::string& file) { return check_learner_checkpoint(file, first.model(), sc.strategy).iteration; },
-        MPI_COMM_WORLD);
-    if (found) {
-      const LearnerProgress p = read_learner_checkpoint(found->file, first.model(), 0, {}, nullptr);
-      if (p.learners % w.size != 0 || (sc.learners > 0 && p.learners != sc.learners * w.size))
-        throw Error(fmt::format("{}: holds {} learners in all, which {} rank(s) with [sync] learners = {} cannot take "
-                                "(ranks x learners must stay {})",
-                                found->file, p.learners, w.size, sc.learners == 0 ? "auto" : std::to_string(sc.learners),
-                                p.learners));
-      if (p.seed != job.seed)
-        throw Error(fmt::format("{}: checkpoint was trained with seed {}, the job has seed {}", found->file, p.seed,
-                                job.seed));
-      while (static_cast<int>(learners.size()) < p.learners / w.size) add_learner();
-      while (static_cast<int>(learners.size()) > p.learners / w.size) learners.pop_back();
-      read_learner_checkpoint(found->file, first.model(), w.rank * (p.learners / w.size), replicas(), sma ? &z : nullptr);
-      for (auto& l : learners) l->state_to_device();
-      iteration = p.iteration;
-      batches = p.batches;
-      reset_lr = p.reset_lr;
-      tuning = tuning && p.tuning;
-      if (w.rank == 0)
-        fmt::print("resuming from the checkpoint of iteration {} ({}): {} learner(s) per rank\n", p.iteration,
-                   found->file, learners.size());
+  if (job.resume)
+    if (const std::optional<LearnerProgress> p = resume_learners(job, learners, add_learner, replicas, sma ? &z : nullptr)) {
+      iteration = p->iteration;
+      batches = p->batches;
+      reset_lr = p->reset_lr;
+      tuning = tuning && p->tuning;
     }
-  }
   const int64_t first_batches = batches;
   AutoTuner tuner(sc, tuning);
 
