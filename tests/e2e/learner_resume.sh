@@ -124,7 +124,19 @@ else
   fail "corrupt checkpoint: $(head -3 "$work/corrupt.out")"
 fi
 
-# 7. Refused: another strategy, ssgd from a learner checkpoint, a learner
+# 7. Checkpoints by wall time (checkpoint_seconds, no step cadence): one is
+#    written part way, and a resume from it ends as the uninterrupted run.
+run 1 timed --set output.checkpoint_every=0 --set output.checkpoint_seconds=0.2 || fail "timed: run"
+step=$(h5dump -a /progress/step "$work/timed.h5.prev" 2>/dev/null | grep -o '(0): [0-9]*' | cut -d' ' -f2)
+cp "$work/timed.h5.prev" "$work/timed.h5"
+run 1 timed --set output.checkpoint_every=0 --resume || fail "timed: resume"
+if [[ -n $step && $step -lt 40 ]] && [[ $(resumed_from timed) == *" $step" ]] && same cpu12 timed; then
+  echo "ok   checkpoints every 0.2 s: one at iteration $step, resumed from it: identical result"
+else
+  fail "checkpoint_seconds: step '$step': $(tail -2 "$work/timed.out")"
+fi
+
+# 8. Refused: another strategy, ssgd from a learner checkpoint, a learner
 #    count the ranks cannot take.
 expect() {  # expect WHAT PATTERN RANKS [args]
   local what=$1 pattern=$2 ranks=$3
