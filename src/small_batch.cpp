@@ -251,7 +251,11 @@ TrainResult train_small_batch(const JobConfig& job) {
   };
   auto last_checkpoint = Clock::now();
   StopVote vote(MPI_COMM_WORLD);
-  auto finished = [&] { return job.steps > 0 ? iteration >= job.steps : batches + w.size * int64_t(learners.size()) > total_batches; };
+  const auto per_iteration = [&] { return static_cast<int64_t>(w.size) * static_cast<int64_t>(learners.size()); };
+  auto finished = [&] { return job.steps > 0 ? iteration >= job.steps : batches + per_iteration() > total_batches; };
+  auto remaining_batches = [&] {  // learner batches still to take, all ranks
+    return job.steps > 0 ? (job.steps - iteration) * per_iteration() : total_batches - batches;
+  };
   while (!finished()) {
     const auto t0 = Clock::now();
     const int k = static_cast<int>(learners.size());
@@ -327,8 +331,9 @@ TrainResult train_small_batch(const JobConfig& job) {
       r.final_loss = sum_over_world(window_loss) / (w.size * window_iterations);
       const double rate = window_samples / std::max(1e-9, window_seconds);
       if (chatty)
-        fmt::print("iteration {} | epoch {:.2f} | loss {:.4f} | {:.0f} samples/s | lr {:.4g} | learners {}\n", iteration,
-                   static_cast<double>(batches) / per_epoch, r.final_loss, rate, lr, learners.size());
+        fmt::print("iteration {} | epoch {:.2f} | loss {:.4f} | {:.0f} samples/s | lr {:.4g} | learners {} | ETA {}\n",
+                   iteration, static_cast<double>(batches) / per_epoch, r.final_loss, rate, lr, learners.size(),
+                   eta(static_cast<double>(remaining_batches()) * b / rate));
       std::fflush(stdout);
       window_loss = 0;
       window_iterations = window_samples = 0;

@@ -55,12 +55,6 @@ EvalPoint evaluate(Executor& exec, const Dataset& test, const JobConfig& job) {
   return p;
 }
 
-std::string eta(double seconds) {
-  if (!(seconds >= 0) || seconds > 1e7) return "?";
-  int s = static_cast<int>(seconds + 0.5);
-  return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60) : fmt::format("{}m{:02}s", s / 60, s % 60);
-}
-
 Plan plan_for(const JobConfig& job, const ModelSpec& spec, int world_size) {
   if (job.plan_path.empty()) return data_parallel_plan(spec, world_size, job.batch_size);
   Plan plan = load_plan(job.plan_path);
@@ -82,6 +76,12 @@ void write_final_checkpoint(const JobConfig& job, Executor& exec, Sgd& sgd, int6
 }
 
 }  // namespace
+
+std::string eta(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e7) return "?";
+  int s = static_cast<int>(seconds + 0.5);
+  return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60) : fmt::format("{}m{:02}s", s / 60, s % 60);
+}
 
 bool checkpoint_due(const JobConfig& job, int64_t step, std::chrono::steady_clock::time_point last) {
   if (job.checkpoint_path.empty()) return false;

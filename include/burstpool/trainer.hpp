@@ -83,6 +83,9 @@ bool record_evaluation(TrainResult& r, const JobConfig& job, const EvalPoint& p,
                        double eval_seconds, double wall_seconds, bool chatty);
 nlohmann::json metrics_json(const TrainResult& r);
 
+// Both trainers' progress lines: "12m05s", "3h07m", or "?" when unknown.
+std::string eta(double seconds);
+
 // Both trainers: whether to checkpoint after `step` (0-based), by
 // [output] checkpoint_every, or by checkpoint_seconds since `last` as rank 0
 // sees it (broadcast, so every rank joins the collective checkpoint).
