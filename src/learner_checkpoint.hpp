@@ -4,8 +4,8 @@
 // of every rank and sma's average model, so --resume continues exactly where
 // a run stopped. Layout (HDF5):
 //   architecture and /weights/<layer>/<param>: the job's model (z for sma,
-//       the replicas' average otherwise) with the batch-norm statistics of
-//       rank 0's first learner, so the file is also a model file;
+//       the replicas' average otherwise) with the average of the replicas'
+//       batch-norm statistics, so the file is also a model file;
 //   /learners/<g>/{params,state,momentum}: replica g = rank x k + j, flat;
 //       momentum is sma's u_j or the replica's SGD velocity; state is absent
 //       for models without batch norm;

@@ -44,15 +44,20 @@ bool same_on_every_rank(const float* z, size_t n, int64_t iteration) {
   return true;
 }
 
-// Test accuracy and loss of `params` (collective): each rank evaluates its
-// share of the test set with `learner`'s replica, whose own parameters are
-// put back afterwards.
-EvalPoint evaluate(Learner& learner, const float* params, const Dataset& test, const JobConfig& job) {
+// Test accuracy and loss of the model `params` with batch-norm statistics
+// `state` (collective): each rank evaluates its share of the test set with
+// `learner`'s replica, whose own parameters and statistics are put back
+// afterwards (its statistics must be on the host, state_to_host).
+EvalPoint evaluate(Learner& learner, const float* params, const float* state, const Dataset& test,
+                   const JobConfig& job) {
   Model& m = learner.model();
-  const size_t n = m.param_count();
+  const size_t n = m.param_count(), s = m.state().size();
   std::vector<float> own(m.params().data(), m.params().data() + n);
+  std::vector<float> own_state(m.state().data(), m.state().data() + s);
   std::copy(params, params + n, m.params().data());
+  std::copy(state, state + s, m.state().data());
   learner.params_to_device();  // the next training step uploads the learner's own again
+  learner.state_to_device();
   const WorldInfo& w = world();
   const size_t lo = test.size() * w.rank / w.size, hi = test.size() * (w.rank + 1) / w.size;
   const int chunk = learner.exec->plan().global_batch, k = m.classes();
@@ -71,6 +76,8 @@ EvalPoint evaluate(Learner& learner, const float* params, const Dataset& test, c
     correct += count_correct(m.activation(m.logits_layer()).data(), count, k, learner.labels.data());
   }
   std::copy(own.begin(), own.end(), m.params().data());
+  std::copy(own_state.begin(), own_state.end(), m.state().data());
+  learner.state_to_device();
   EvalPoint p;
   p.accuracy = sum_over_world(correct) / static_cast<double>(test.size());
   p.loss = sum_over_world(loss);
@@ -221,6 +228,21 @@ TrainResult train_small_batch(const JobConfig& job) {
     for (float& v : current) v *= inv;
     return current.data();
   };
+  // The job's batch-norm statistics: the average of every replica's
+  // (collective), so evaluation on every rank and the checkpoint use one set.
+  std::vector<float> current_state(first.model().state().size());
+  auto average_state = [&]() -> const float* {
+    std::fill(current_state.begin(), current_state.end(), 0.0f);
+    for (auto& l : learners) {
+      l->state_to_host();
+      const float* own = l->model().state().data();
+      for (size_t i = 0; i < current_state.size(); ++i) current_state[i] += own[i];
+    }
+    sum_over_world(current_state.data(), current_state.size());
+    const float inv = 1.0f / static_cast<float>(learners.size() * w.size);
+    for (float& v : current_state) v *= inv;
+    return current_state.data();
+  };
 
   const bool chatty = w.rank == 0;
   if (chatty)
@@ -242,12 +264,11 @@ TrainResult train_small_batch(const JobConfig& job) {
   // statistics come from the device first.
   auto save_checkpoint = [&] {
     const float* model = average_model();
-    for (auto& l : learners) l->state_to_host();
+    const float* state = average_state();  // also brings every replica's statistics to the host
     std::unique_lock<std::mutex> guard(params_lock);  // shadow: learner 0's parameters stay still
     const LearnerProgress p{sc.strategy,          iteration, batches, static_cast<int>(learners.size()) * w.size,
                             job.seed,             reset_lr,  tuner.active()};
-    write_learner_checkpoint(job.checkpoint_path, first.model(), model, first.model().state().data(), replicas(),
-                             sma ? &z : nullptr, p);
+    write_learner_checkpoint(job.checkpoint_path, first.model(), model, state, replicas(), sma ? &z : nullptr, p);
   };
   auto last_checkpoint = Clock::now();
   StopVote vote(MPI_COMM_WORLD);
@@ -348,8 +369,9 @@ TrainResult train_small_batch(const JobConfig& job) {
       next_eval += eval_step;
       const auto e0 = Clock::now();
       const float* model = average_model();
+      const float* state = average_state();
       std::unique_lock<std::mutex> guard(params_lock);  // shadow's thread must not average the swapped-in model
-      EvalPoint p = evaluate(first, model, data.test, job);
+      EvalPoint p = evaluate(first, model, state, data.test, job);
       guard.unlock();
       p.step = iteration;
       p.epoch = static_cast<double>(batches) / per_epoch;

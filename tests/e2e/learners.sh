@@ -48,6 +48,18 @@ for strategy in sma local-sgd; do
     fail "$strategy: 2 ranks x 1 learner differ from 1 rank x 2 learners"
 done
 
+# 1b. With batch norm: evaluation and the checkpoint use the average of every
+#     replica's statistics, so those of 2x1 and 1x2 agree too.
+bn=(--set "job.model=$src/jobs/models/vgg_small.ini" --set train.epochs=1)
+train bn-1x2 1 "${bn[@]}" --set sync.learners=2
+train bn-2x1 2 "${bn[@]}" --set sync.learners=1
+if h5diff -d 0 "$work/bn-1x2.h5" "$work/bn-2x1.h5" >/dev/null &&
+  diff <(grep "^eval" "$work/bn-1x2.out") <(grep "^eval" "$work/bn-2x1.out") >/dev/null; then
+  echo "ok   batch norm: 2 ranks x 1 learner and 1 rank x 2 learners give the same evaluations and checkpoint"
+else
+  fail "batch norm: 2x1 and 1x2 differ: $(diff <(grep "^eval" "$work/bn-1x2.out") <(grep "^eval" "$work/bn-2x1.out") | head -4)"
+fi
+
 # 2. Every strategy learns; shadow averages in the background.
 train shadow 2 --set sync.strategy=shadow --set sync.learners=1
 for run in sma-2x1 local-sgd-2x1 shadow; do
