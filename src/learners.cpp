@@ -20,14 +20,24 @@ void Learner::gradients_to_host() {
     d->copy_out(DeviceModel::Buffer::parameter_gradient, -1, 0, model().grads().data(), model().param_count());
 }
 
-void Learner::state_to_host() {
-  if (DeviceModel* d = exec->device())
+void Learner::sync_host() {
+  DeviceModel* d = exec->device();
+  if (!d) return;
+  if (device_step)
+    d->to_host(momentum.data());  // parameters, statistics and u_j
+  else
     d->copy_out(DeviceModel::Buffer::state, -1, 0, model().state().data(), model().state().size());
 }
 
-void Learner::state_to_device() {
-  if (DeviceModel* d = exec->device())
+void Learner::sync_device() {
+  DeviceModel* d = exec->device();
+  if (!d) return;
+  if (device_step) {
+    d->from_host(momentum.data());
+  } else {
+    params_to_device();
     d->copy_in(DeviceModel::Buffer::state, -1, 0, model().state().data(), model().state().size());
+  }
 }
 
 TuningStep next_learner_count(int k, double rate, double best, double threshold, int max_learners) {

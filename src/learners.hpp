@@ -21,14 +21,22 @@ struct Learner {
   Learner(const ModelSpec& spec, int batch, uint64_t seed, const SgdOptions& sgd, size_t bucket_bytes);
   Model& model() { return exec->model(); }
   float* params() { return exec->model().params().data(); }
-  // On a GPU (use_job_device) the parameters stay here, on the host, where
-  // the averaging and the optimizer work on them; the GPU runs forward and
-  // backward: parameters go up before, gradients come back after. Nothing
-  // on the CPU.
+  // Where the replica's values live with a device (use_job_device; on the
+  // CPU everything is here). The batch-norm statistics live on the device.
+  // With device_step (sma) the parameters and the momentum u_j live there
+  // too and the device runs the SMA step: per step only z goes up and c_j
+  // comes back. Otherwise (local-sgd, shadow) the parameters stay on the
+  // host, where the optimizer and the averaging work on them: they go up
+  // before each forward (params_to_device) and the gradients come back after
+  // backward (gradients_to_host).
+  bool device_step = false;
   void params_to_device();
   void gradients_to_host();
-  void state_to_host();    // batch-norm running statistics, for a checkpoint
-  void state_to_device();  // and back, after a resume
+  // The host's copies of everything the device holds made current (before
+  // reading them: evaluation, checkpoints), and the device's from the
+  // host's (after changing them: new replicas, restarts from z, resumes).
+  void sync_host();
+  void sync_device();
 
   std::unique_ptr<Executor> exec;
   std::unique_ptr<Sgd> sgd;      // local-sgd and shadow: the job's SGD on this replica

@@ -46,18 +46,17 @@ bool same_on_every_rank(const float* z, size_t n, int64_t iteration) {
 
 // Test accuracy and loss of the model `params` with batch-norm statistics
 // `state` (collective): each rank evaluates its share of the test set with
-// `learner`'s replica, whose own parameters and statistics are put back
-// afterwards (its statistics must be on the host, state_to_host).
+// `learner`'s replica, whose own values are put back afterwards.
 EvalPoint evaluate(Learner& learner, const float* params, const float* state, const Dataset& test,
                    const JobConfig& job) {
   Model& m = learner.model();
   const size_t n = m.param_count(), s = m.state().size();
+  learner.sync_host();
   std::vector<float> own(m.params().data(), m.params().data() + n);
   std::vector<float> own_state(m.state().data(), m.state().data() + s);
   std::copy(params, params + n, m.params().data());
   std::copy(state, state + s, m.state().data());
-  learner.params_to_device();  // the next training step uploads the learner's own again
-  learner.state_to_device();
+  learner.sync_device();
   const WorldInfo& w = world();
   const size_t lo = test.size() * w.rank / w.size, hi = test.size() * (w.rank + 1) / w.size;
   const int chunk = learner.exec->plan().global_batch, k = m.classes();
@@ -77,7 +76,7 @@ EvalPoint evaluate(Learner& learner, const float* params, const float* state, co
   }
   std::copy(own.begin(), own.end(), m.params().data());
   std::copy(own_state.begin(), own_state.end(), m.state().data());
-  learner.state_to_device();
+  learner.sync_device();
   EvalPoint p;
   p.accuracy = sum_over_world(correct) / static_cast<double>(test.size());
   p.loss = sum_over_world(loss);
@@ -147,7 +146,7 @@ std::optional<LearnerProgress> resume_learners(const JobConfig& job, std::vector
   while (static_cast<int>(learners.size()) < k) add_learner();
   while (static_cast<int>(learners.size()) > k) learners.pop_back();
   read_learner_checkpoint(found->file, names, w.rank * k, replicas(), z);
-  for (auto& l : learners) l->state_to_device();
+  for (auto& l : learners) l->sync_device();
   if (w.rank == 0)
     fmt::print("resuming from the checkpoint of iteration {} ({}): {} learner(s) per rank\n", p.iteration, found->file,
                k);
@@ -167,10 +166,18 @@ TrainResult train_small_batch(const JobConfig& job) {
   const ModelSpec spec = load_model_spec(job.model_path);
   r.model = spec.name;
   std::vector<std::unique_ptr<Learner>> learners;
-  learners.push_back(std::make_unique<Learner>(spec, b, job.seed, job.sgd, job.bucket_bytes));
-  use_job_device(job, *learners[0]->exec);  // each learner its own GPU model: its own streams
-  Learner& first = *learners[0];
-  if (is_hdf5_path(job.model_path) && has_weights(job.model_path)) load_weights(job.model_path, first.model());
+  auto new_learner = [&] {
+    learners.push_back(std::make_unique<Learner>(spec, b, job.seed, job.sgd, job.bucket_bytes));
+    Learner& l = *learners.back();
+    use_job_device(job, *l.exec);  // each learner its own GPU model: its own streams
+    l.device_step = sma && l.exec->device();
+    return &l;
+  };
+  Learner& first = *new_learner();
+  if (is_hdf5_path(job.model_path) && has_weights(job.model_path)) {
+    load_weights(job.model_path, first.model());
+    first.sync_device();
+  }
   const size_t n = first.model().param_count();
   const JobData data = load_job_data(job, first.model());
   BatchSampler sampler(data.train.size(), b, job.seed);
@@ -181,10 +188,10 @@ TrainResult train_small_batch(const JobConfig& job) {
   const SmaOptions sma_options{sc.alpha, job.sgd.momentum, sc.average_momentum, job.sgd.weight_decay};
   AverageModel z(first.params(), n, sc.average_momentum);
   auto add_learner = [&] {
-    learners.push_back(std::make_unique<Learner>(spec, b, job.seed, job.sgd, job.bucket_bytes));
-    use_job_device(job, *learners.back()->exec);
+    Learner& l = *new_learner();
     const float* from = sma ? z.data() : first.params();
-    std::copy(from, from + n, learners.back()->params());
+    std::copy(from, from + n, l.params());
+    l.sync_device();
   };
   while (static_cast<int>(learners.size()) < std::max(1, sc.learners)) add_learner();
   // This rank's replicas as a checkpoint holds them (learner_checkpoint.hpp).
@@ -234,7 +241,7 @@ TrainResult train_small_batch(const JobConfig& job) {
   auto average_state = [&]() -> const float* {
     std::fill(current_state.begin(), current_state.end(), 0.0f);
     for (auto& l : learners) {
-      l->state_to_host();
+      l->sync_host();
       const float* own = l->model().state().data();
       for (size_t i = 0; i < current_state.size(); ++i) current_state[i] += own[i];
     }
@@ -283,7 +290,11 @@ TrainResult train_small_batch(const JobConfig& job) {
     const int64_t position = batches / w.size;  // schedule position: learner batches per rank
     const float lr = schedule.at(job.steps > 0 ? iteration : position);
     if (sma && lr < 0.5f * reset_lr) {  // a learning-rate drop: replicas restart from the average
-      for (auto& l : learners) std::copy(z.data(), z.data() + n, l->params());
+      for (auto& l : learners) {
+        l->sync_host();
+        std::copy(z.data(), z.data() + n, l->params());
+        l->sync_device();
+      }
       reset_lr = lr;
     }
     for (int j = 0; j < k; ++j) {  // the sampler is not thread-safe: batches are gathered here
@@ -302,6 +313,12 @@ TrainResult train_small_batch(const JobConfig& job) {
       ctx.loss_scale = 1.0 / b;
       std::unique_lock<std::mutex> guard(params_lock, std::defer_lock);
       if (shadow) guard.lock();
+      if (l.device_step) {  // parameters and u_j stay on the device
+        l.loss = l.exec->forward(b, l.images.data(), l.labels.data(), ctx);
+        l.exec->backward(ctx);
+        l.exec->device()->sma_step(sma_options, lr, z.data(), l.delta.data());
+        return;
+      }
       l.params_to_device();
       l.loss = l.exec->forward(b, l.images.data(), l.labels.data(), ctx);
       l.exec->backward(ctx);

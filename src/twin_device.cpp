@@ -7,6 +7,7 @@
 // values on one side and the run no longer matches the CPU path. The layers
 // are the CPU ones on the same inputs, so the results are the CPU path's bit
 // for bit wherever the sums are taken in the same order.
+#include <algorithm>
 #include <cstring>
 
 #include "../comm/communicator.hpp"
@@ -89,6 +90,11 @@ class TwinDevice final : public DeviceModel {
       sgd_ = std::move(sgd);
     }
     sgd_->step(lr, ranges);
+  }
+  void sma_step(const SmaOptions& options, float lr, const float* z, float* delta) override {
+    const size_t n = twin_.param_count();
+    std::fill(delta, delta + n, 0.0f);  // as the host path does before its step
+    sma_learner_step(options, twin_.params().data(), sgd_->velocity().data(), twin_.grads().data(), z, lr, delta, n);
   }
 
   void use_slot_buffers(const std::vector<std::vector<bool>>& direct) override {

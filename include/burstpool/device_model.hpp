@@ -14,6 +14,7 @@
 #include "burstpool/layer.hpp"
 #include "burstpool/model.hpp"
 #include "burstpool/optimizer.hpp"
+#include "burstpool/sma.hpp"
 
 namespace burstpool {
 
@@ -63,6 +64,12 @@ class DeviceModel {
   virtual void logits(float* host) = 0;  // the last forward's logits
   // SGD on the parameter ranges given (those of the layers this rank runs).
   virtual void sgd_step(float lr, const SgdOptions& options, const std::vector<std::pair<size_t, size_t>>& ranges) = 0;
+  // One SMA learner step (sma_learner_step, include/burstpool/sma.hpp) on
+  // the device's parameters, with its momentum buffer as u_j and its
+  // parameter gradients: z (param_count floats) comes from the host, and
+  // this learner's c_j goes to `delta` on the host, overwriting it. Returns
+  // when delta is there.
+  virtual void sma_step(const SmaOptions& options, float lr, const float* z, float* delta) = 0;
 
   // Burst plans. Each layer works on Model::layer_batch samples, which the
   // executor sets. Input slots whose producer runs on another rank set

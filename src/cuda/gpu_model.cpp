@@ -34,6 +34,8 @@ GpuModel::LayerAttrs read_attrs(const Layer& layer, const LayerSpec& spec) {
 
 void sgd_kernel_launch(float* w, const float* g, float* v, size_t n, float lr, float mu, float wd, bool nesterov,
                        cudaStream_t stream);
+void sma_kernel_launch(float* w, float* u, const float* g, const float* z, float* delta, size_t n, float lr, float mu,
+                       float alpha, float wd, cudaStream_t stream);
 
 GpuModel::GpuModel(Model& host, std::unique_ptr<Context> owned) : GpuModel(host, *owned) { owned_context_ = std::move(owned); }
 
@@ -552,6 +554,20 @@ void GpuModel::sgd_step(float lr, const SgdOptions& o, const std::vector<std::pa
   for (const auto& [offset, count] : ranges)
     sgd_kernel_launch(params_ + offset, grads_ + offset, velocity_ + offset, count, lr, o.momentum, o.weight_decay,
                       o.nesterov, stream_);
+  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void GpuModel::sma_step(const SmaOptions& o, float lr, const float* z, float* delta) {
+  use_device();
+  const size_t n = host_.param_count();
+  if (!sma_z_) {  // first use: the learner's own z and c_j buffers
+    sma_z_ = device(n);
+    sma_delta_ = device(n);
+  }
+  BP_CUDA_CHECK(cudaMemcpyAsync(sma_z_, z, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  sma_kernel_launch(params_, velocity_, grads_, sma_z_, sma_delta_, n, lr, o.momentum, o.alpha, o.weight_decay,
+                    stream_);
+  BP_CUDA_CHECK(cudaMemcpyAsync(delta, sma_delta_, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 

@@ -67,6 +67,7 @@ class GpuModel final : public DeviceModel {
   void logits(float* host) override;
   // The PyTorch momentum rule, as Sgd::step.
   void sgd_step(float lr, const SgdOptions& options, const std::vector<std::pair<size_t, size_t>>& ranges) override;
+  void sma_step(const SmaOptions& options, float lr, const float* z, float* delta) override;
   void use_slot_buffers(const std::vector<std::vector<bool>>& direct) override;
   void load_input(const float* images, int images_n, const int32_t* labels, int labels_n,
                   const burstpool::Context& ctx) override;
@@ -141,6 +142,7 @@ class GpuModel final : public DeviceModel {
   int batch_ = 0;
   std::vector<void*> owned_;
   float *params_ = nullptr, *grads_ = nullptr, *state_ = nullptr, *velocity_ = nullptr;
+  float *sma_z_ = nullptr, *sma_delta_ = nullptr;  // sma_step's, made at its first call
   std::vector<float*> acts_, act_grads_;          // per layer, sized by its capacity on this rank
   std::vector<std::vector<float*>> slot_in_, slot_grad_;  // per input slot; nullptr: the producer's buffers
   std::vector<int> layer_n_;                       // each layer's samples in this step

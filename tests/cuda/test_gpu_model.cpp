@@ -3,9 +3,11 @@
 // has convolution (with and without bias), batch norm, ReLU, a residual add,
 // a concat, max and average pooling, dropout, flatten, a linear layer and the
 // loss. Tolerance |gpu - cpu| <= 2e-4 (1 + |cpu|). Also with batch-norm sums
-// over a (pretend) rank group. Skipped without a GPU.
+// over a (pretend) rank group, and an SMA learner's step. Skipped without a
+// GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "burstpool/model.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/optimizer.hpp"
+#include "burstpool/sma.hpp"
 #include "cuda/gpu_model.hpp"
 #include "kernels.hpp"
 
@@ -160,6 +163,45 @@ TEST(GpuModel, BatchNormSumsOverTheGroupAsOnTheCpu) {
   const float alone = compare_three_steps(nullptr);
   const float grouped = compare_three_steps(shifted_twin);
   EXPECT_GT(std::abs(grouped - alone), 1e-3f) << "the group sum changed nothing: was it called?";
+}
+
+// An SMA learner's step on the device (sma_step) against sma_learner_step on
+// the CPU, over two steps so the momentum u_j matters: parameters, u_j and
+// the correction c_j sent back.
+TEST(GpuModel, SmaStepMatchesTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const ModelSpec spec = parse_model_ini(kModel, "gpu_twin.ini");
+  const int n = 6;
+  Model cpu(spec, n, 3), gpu_host(spec, n, 3);
+  cuda::Context device(0);
+  cuda::GpuModel gpu(gpu_host, device);
+  const size_t p = cpu.param_count();
+  std::vector<float> images(n * cpu.sample_shape().per_sample()), u(p, 0.0f), z(p), cpu_delta(p), gpu_delta(p, 7.0f);
+  std::vector<int32_t> labels(n);
+  for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * cpu::uniform01(3000 + i) - 1;
+  for (int i = 0; i < n; ++i) labels[i] = static_cast<int32_t>(cpu::mix64(91 + i) % 10);
+  for (size_t i = 0; i < p; ++i) z[i] = cpu.params().data()[i] + 0.01f * (2 * cpu::uniform01(5000 + i) - 1);
+  const SmaOptions options{0.2f, 0.9f, 0.9f, 1e-3f};
+  for (int step = 0; step < 2; ++step) {
+    Context ctx;
+    ctx.seed = 5;
+    ctx.step = step;
+    ctx.labels = labels.data();
+    ctx.loss_scale = 1.0 / n;
+    cpu.load_batch(images.data());
+    cpu.forward(ctx);
+    cpu.backward(ctx);
+    gpu.forward(n, images.data(), labels.data(), ctx);
+    gpu.backward(ctx);
+    std::fill(cpu_delta.begin(), cpu_delta.end(), 0.0f);
+    sma_learner_step(options, cpu.params().data(), u.data(), cpu.grads().data(), z.data(), 0.05f, cpu_delta.data(), p);
+    gpu.sma_step(options, 0.05f, z.data(), gpu_delta.data());  // overwrites the 7s
+    expect_close(gpu_delta.data(), cpu_delta.data(), p, "c_j");
+  }
+  std::vector<float> gpu_u(p);
+  gpu.to_host(gpu_u.data());
+  expect_close(gpu_host.params().data(), cpu.params().data(), p, "parameters after 2 SMA steps");
+  expect_close(gpu_u.data(), u.data(), p, "u_j after 2 SMA steps");
 }
 
 }  // namespace

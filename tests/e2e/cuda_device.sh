@@ -104,7 +104,8 @@ print(sys.argv[2], "multiplexing: foreground slowdown", m["foreground_slowdown"]
 PY
 }
 
-sma=(--set sync.strategy=sma --set sync.learners=2 --set optimizer.nesterov=false --set train.batch_size=16)
+sma=(--set sync.strategy=sma --set sync.learners=2 --set optimizer.nesterov=false --set train.batch_size=16
+     --set schedule.type=step --set schedule.step_size=10 --set schedule.gamma=0.1)  # restarts from z at step 10
 "$bin" train "$work/job.ini" --checkpoint "$work/cpu.h5" >/dev/null || fail "cpu run failed"
 "$bin" train "$work/job.ini" "${sma[@]}" --checkpoint "$work/sma_cpu.h5" >/dev/null 2>&1 || fail "sma on the CPU failed"
 two "$work/job.ini" --plan "$work/plan.json" --checkpoint "$work/cpu_burst.h5" >/dev/null 2>&1 ||

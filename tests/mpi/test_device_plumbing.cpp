@@ -64,6 +64,7 @@ class RecordingDevice final : public DeviceModel {
   }
   void logits(float*) override {}
   void sgd_step(float, const SgdOptions&, const std::vector<std::pair<size_t, size_t>>&) override {}
+  void sma_step(const SmaOptions&, float, const float*, float*) override { ADD_FAILURE() << "sma learners"; }
   // Burst plans only: not reached with a data-parallel plan.
   void use_slot_buffers(const std::vector<std::vector<bool>>&) override { ADD_FAILURE() << "burst path"; }
   void load_input(const float*, int, const int32_t*, int, const Context&) override { ADD_FAILURE() << "burst path"; }
