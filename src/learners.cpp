@@ -24,7 +24,7 @@ void Learner::sync_host() {
   DeviceModel* d = exec->device();
   if (!d) return;
   if (device_step)
-    d->to_host(momentum.data());  // parameters, statistics and u_j
+    d->to_host(host_momentum());  // parameters, statistics and momentum
   else
     d->copy_out(DeviceModel::Buffer::state, -1, 0, model().state().data(), model().state().size());
 }
@@ -33,7 +33,7 @@ void Learner::sync_device() {
   DeviceModel* d = exec->device();
   if (!d) return;
   if (device_step) {
-    d->from_host(momentum.data());
+    d->from_host(host_momentum());
   } else {
     params_to_device();
     d->copy_in(DeviceModel::Buffer::state, -1, 0, model().state().data(), model().state().size());

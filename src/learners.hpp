@@ -21,20 +21,24 @@ struct Learner {
   Learner(const ModelSpec& spec, int batch, uint64_t seed, const SgdOptions& sgd, size_t bucket_bytes);
   Model& model() { return exec->model(); }
   float* params() { return exec->model().params().data(); }
+  // The replica's momentum on the host: sma's u_j, else its SGD velocity.
+  bool uses_sma = false;
+  float* host_momentum() { return uses_sma ? momentum.data() : sgd->velocity().data(); }
   // Where the replica's values live with a device (use_job_device; on the
   // CPU everything is here). The batch-norm statistics live on the device.
-  // With device_step (sma) the parameters and the momentum u_j live there
-  // too and the device runs the SMA step: per step only z goes up and c_j
-  // comes back. Otherwise (local-sgd, shadow) the parameters stay on the
-  // host, where the optimizer and the averaging work on them: they go up
-  // before each forward (params_to_device) and the gradients come back after
-  // backward (gradients_to_host).
+  // With device_step (sma, local-sgd) the parameters and the momentum live
+  // there too and the device runs the learner's update (sma_step: per step
+  // only z goes up and c_j comes back; sgd_step: nothing moves). Otherwise
+  // (shadow, whose averaging thread works on the host's) the parameters go
+  // up before each forward (params_to_device) and the gradients come back
+  // after backward (gradients_to_host).
   bool device_step = false;
   void params_to_device();
   void gradients_to_host();
   // The host's copies of everything the device holds made current (before
-  // reading them: evaluation, checkpoints), and the device's from the
-  // host's (after changing them: new replicas, restarts from z, resumes).
+  // reading them: evaluation, checkpoints, averaging), and the device's from
+  // the host's (after changing them: new replicas, restarts from z or the
+  // average, resumes).
   void sync_host();
   void sync_device();
 

@@ -170,7 +170,8 @@ TrainResult train_small_batch(const JobConfig& job) {
     learners.push_back(std::make_unique<Learner>(spec, b, job.seed, job.sgd, job.bucket_bytes));
     Learner& l = *learners.back();
     use_job_device(job, *l.exec);  // each learner its own GPU model: its own streams
-    l.device_step = sma && l.exec->device();
+    l.uses_sma = sma;
+    l.device_step = (sma || local) && l.exec->device();
     return &l;
   };
   Learner& first = *new_learner();
@@ -189,6 +190,7 @@ TrainResult train_small_batch(const JobConfig& job) {
   AverageModel z(first.params(), n, sc.average_momentum);
   auto add_learner = [&] {
     Learner& l = *new_learner();
+    if (!sma && first.device_step) first.sync_host();
     const float* from = sma ? z.data() : first.params();
     std::copy(from, from + n, l.params());
     l.sync_device();
@@ -198,7 +200,7 @@ TrainResult train_small_batch(const JobConfig& job) {
   auto replicas = [&] {
     std::vector<LearnerTensors> mine;
     for (auto& l : learners)
-      mine.push_back({l->params(), l->model().state().data(), sma ? l->momentum.data() : l->sgd->velocity().data()});
+      mine.push_back({l->params(), l->model().state().data(), l->host_momentum()});
     return mine;
   };
   int64_t batches = 0, iteration = 0;  // learner batches taken (all ranks), iterations run
@@ -225,6 +227,8 @@ TrainResult train_small_batch(const JobConfig& job) {
   auto average_model = [&]() -> const float* {
     if (sma) return z.data();
     std::fill(current.begin(), current.end(), 0.0f);
+    for (auto& l : learners)
+      if (l->device_step) l->sync_host();
     {
       std::unique_lock<std::mutex> guard(params_lock);
       for (auto& l : learners)
@@ -313,10 +317,13 @@ TrainResult train_small_batch(const JobConfig& job) {
       ctx.loss_scale = 1.0 / b;
       std::unique_lock<std::mutex> guard(params_lock, std::defer_lock);
       if (shadow) guard.lock();
-      if (l.device_step) {  // parameters and u_j stay on the device
+      if (l.device_step) {  // parameters and momentum stay on the device
         l.loss = l.exec->forward(b, l.images.data(), l.labels.data(), ctx);
         l.exec->backward(ctx);
-        l.exec->device()->sma_step(sma_options, lr, z.data(), l.delta.data());
+        if (sma)
+          l.exec->device()->sma_step(sma_options, lr, z.data(), l.delta.data());
+        else
+          l.exec->device()->sgd_step(lr, job.sgd, {{0, n}});
         return;
       }
       l.params_to_device();
@@ -344,8 +351,11 @@ TrainResult train_small_batch(const JobConfig& job) {
       if (check_average) checked += same_on_every_rank(z.data(), n, iteration);
     }
     if (local && (iteration + 1) % sc.local_steps == 0) {
-      const float* avg = average_model();
-      for (auto& l : learners) std::copy(avg, avg + n, l->params());
+      const float* avg = average_model();  // brings every replica to the host
+      for (auto& l : learners) {
+        std::copy(avg, avg + n, l->params());
+        if (l->device_step) l->sync_device();
+      }
     }
     const int stop = vote.finish();
     batches += static_cast<int64_t>(w.size) * k;

@@ -4,8 +4,8 @@
 # host memory). For the twin always, and for cuda when a GPU is here: 20
 # training steps of LeNet-5 end within float tolerance of the same steps on
 # the CPU (also with CUDA graphs, on the GPU), a burst plan on 2 ranks within
-# tolerance of the same plan on the CPU, sma learners (2 replicas, each its
-# own device model) within tolerance of the CPU's, 2 ranks within tolerance
+# tolerance of the same plan on the CPU, sma and local-sgd learners (2
+# replicas, each its own device model) within tolerance of the CPU's, 2 ranks within tolerance
 # of 1 rank (checkpoints compared), the ranks talking through NCCL when each
 # has a GPU of its own, else through the host (as the banner says), and a
 # foreground on 2 ranks with a background job on the same device both train,
@@ -71,9 +71,13 @@ check_device() {
   "$bin" train "$work/job.ini" "${d[@]}" --checkpoint "$work/$dev.h5" >"$work/$dev.out" 2>&1 ||
     fail "$dev: training failed: $(tail -3 "$work/$dev.out")"
   weights_close cpu "$dev" "$dev against CPU" $same
-  "$bin" train "$work/job.ini" "${sma[@]}" "${d[@]}" --checkpoint "$work/sma_$dev.h5" >"$work/sma_$dev.out" 2>&1 ||
-    fail "sma learners on $dev failed: $(tail -3 "$work/sma_$dev.out")"
-  weights_close sma_cpu "sma_$dev" "sma learners, $dev against CPU" $same
+  local strategy
+  for strategy in sma local; do  # small-batch learners: the arrays below
+    local -n learner_args=$strategy
+    "$bin" train "$work/job.ini" "${learner_args[@]}" "${d[@]}" --checkpoint "$work/${strategy}_$dev.h5" \
+      >"$work/${strategy}_$dev.out" 2>&1 || fail "$strategy learners on $dev failed: $(tail -3 "$work/${strategy}_$dev.out")"
+    weights_close "${strategy}_cpu" "${strategy}_$dev" "$strategy learners, $dev against CPU" $same
+  done
   two "$work/job.ini" "${d[@]}" --checkpoint "$work/${dev}2.h5" >"$work/${dev}2.out" 2>&1 ||
     fail "2 ranks on $dev failed: $(tail -3 "$work/${dev}2.out")"
   weights_close "$dev" "${dev}2" "2 $dev ranks against 1"
@@ -107,7 +111,12 @@ PY
 sma=(--set sync.strategy=sma --set sync.learners=2 --set optimizer.nesterov=false --set train.batch_size=16
      --set schedule.type=step --set schedule.step_size=10 --set schedule.gamma=0.1)  # restarts from z at step 10
 "$bin" train "$work/job.ini" --checkpoint "$work/cpu.h5" >/dev/null || fail "cpu run failed"
-"$bin" train "$work/job.ini" "${sma[@]}" --checkpoint "$work/sma_cpu.h5" >/dev/null 2>&1 || fail "sma on the CPU failed"
+local=(--set sync.strategy=local-sgd --set sync.learners=2 --set sync.local_steps=3 --set train.batch_size=16)
+for strategy in sma local; do
+  declare -n learner_args=$strategy
+  "$bin" train "$work/job.ini" "${learner_args[@]}" --checkpoint "$work/${strategy}_cpu.h5" >/dev/null 2>&1 ||
+    fail "$strategy learners on the CPU failed"
+done
 two "$work/job.ini" --plan "$work/plan.json" --checkpoint "$work/cpu_burst.h5" >/dev/null 2>&1 ||
   fail "burst plan on the CPU failed"
 check_device twin
