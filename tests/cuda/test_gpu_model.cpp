@@ -85,6 +85,26 @@ void expect_close(const float* gpu, const float* cpu, size_t n, const char* what
     ASSERT_LE(std::abs(gpu[i] - cpu[i]), 2e-4f * (1 + std::abs(cpu[i]))) << what << " [" << i << "]";
 }
 
+// A random batch of n samples for `model` (images in [-1, 1), labels in
+// [0, 10)) and the training context of a step on it.
+struct Batch {
+  Batch(const Model& model, int n, uint64_t seed) : n(n), images(n * model.sample_shape().per_sample()), labels(n) {
+    for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * cpu::uniform01(seed + i) - 1;
+    for (int i = 0; i < n; ++i) labels[i] = static_cast<int32_t>(cpu::mix64(seed + images.size() + i) % 10);
+  }
+  Context context(int step) const {
+    Context ctx;
+    ctx.seed = 5;
+    ctx.step = step;
+    ctx.labels = labels.data();
+    ctx.loss_scale = 1.0 / n;
+    return ctx;
+  }
+  int n;
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+};
+
 // Three SGD steps of the same batch on the CPU Model and on the GPU, compared
 // at every step; `group_sum` (may be empty) is Context::sum_over_group for
 // both; `graphs`: CUDA graphs on the GPU (step 0 eager, step 1 captured,
@@ -96,19 +116,14 @@ float compare_three_steps(const std::function<void(double*, size_t)>& group_sum,
   cuda::Context device(0);
   cuda::GpuModel gpu(gpu_host, device);
   gpu.set_graphs(graphs);
-  std::vector<float> images(n * cpu.sample_shape().per_sample());
-  std::vector<int32_t> labels(n);
-  for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * cpu::uniform01(1000 + i) - 1;
-  for (int i = 0; i < n; ++i) labels[i] = static_cast<int32_t>(cpu::mix64(77 + i) % 10);
+  const Batch batch(cpu, n, 1000);
+  const std::vector<float>& images = batch.images;
+  const std::vector<int32_t>& labels = batch.labels;
   const SgdOptions sgd_options{0.9f, true, 1e-3f};
   Sgd sgd(cpu, sgd_options);
   float first_loss = 0;
   for (int step = 0; step < 3; ++step) {
-    Context ctx;
-    ctx.seed = 5;
-    ctx.step = step;
-    ctx.labels = labels.data();
-    ctx.loss_scale = 1.0 / n;
+    Context ctx = batch.context(step);
     ctx.sum_over_group = group_sum;
     cpu.load_batch(images.data());
     const float cpu_loss = cpu.forward(ctx);
@@ -176,22 +191,16 @@ TEST(GpuModel, SmaStepMatchesTheCpu) {
   cuda::Context device(0);
   cuda::GpuModel gpu(gpu_host, device);
   const size_t p = cpu.param_count();
-  std::vector<float> images(n * cpu.sample_shape().per_sample()), u(p, 0.0f), z(p), cpu_delta(p), gpu_delta(p, 7.0f);
-  std::vector<int32_t> labels(n);
-  for (size_t i = 0; i < images.size(); ++i) images[i] = 2 * cpu::uniform01(3000 + i) - 1;
-  for (int i = 0; i < n; ++i) labels[i] = static_cast<int32_t>(cpu::mix64(91 + i) % 10);
+  const Batch batch(cpu, n, 3000);
+  std::vector<float> u(p, 0.0f), z(p), cpu_delta(p), gpu_delta(p, 7.0f);
   for (size_t i = 0; i < p; ++i) z[i] = cpu.params().data()[i] + 0.01f * (2 * cpu::uniform01(5000 + i) - 1);
   const SmaOptions options{0.2f, 0.9f, 0.9f, 1e-3f};
   for (int step = 0; step < 2; ++step) {
-    Context ctx;
-    ctx.seed = 5;
-    ctx.step = step;
-    ctx.labels = labels.data();
-    ctx.loss_scale = 1.0 / n;
-    cpu.load_batch(images.data());
+    const Context ctx = batch.context(step);
+    cpu.load_batch(batch.images.data());
     cpu.forward(ctx);
     cpu.backward(ctx);
-    gpu.forward(n, images.data(), labels.data(), ctx);
+    gpu.forward(n, batch.images.data(), batch.labels.data(), ctx);
     gpu.backward(ctx);
     std::fill(cpu_delta.begin(), cpu_delta.end(), 0.0f);
     sma_learner_step(options, cpu.params().data(), u.data(), cpu.grads().data(), z.data(), 0.05f, cpu_delta.data(), p);
