@@ -5,8 +5,8 @@
 # carried Open MPI, burstpool itself: tests/e2e/cuda_device.sh (GPU against
 # CPU, 2 ranks against 1 on the GPU, a burst plan, a background job on the
 # GPU), whole training steps of LeNet-5 and vgg16 with and without CUDA
-# graphs, the layer profile of vgg16 on the GPU and the plan it gives, and
-# the multiplexing figure (2 ranks sharing the GPU: a small-VGG foreground with a
+# graphs, the layer profile of vgg16 on the GPU and the plan it gives, sma
+# learners auto-tuned on the GPU, and the multiplexing figure (2 ranks sharing the GPU: a small-VGG foreground with a
 # burst plan and data parallel, a small-VGG background on the low-priority
 # stream). Needs
 # gpu-run/ from scripts/pack-gpu-run.sh, carried to the GPU machine.
@@ -108,6 +108,17 @@ echo "profile: exit $?" | tee -a "$log"
 timeout 60 gpu-run/burstpool plan jobs/models/vgg16.ini --profile "$out/vgg16_profile_cuda.json" --ranks 8 \
   --global-batch 64 --amp-limit 2 --bandwidth 100 --latency 5 --out /tmp/gpu-run/vgg16_plan_8.json >>"$log" 2>&1
 echo "plan: exit $?" | tee -a "$log"
+
+section "sma learners on the GPU, auto-tuned: vgg_small, batch 32 per learner, one rank"
+# The learners of a rank side by side on the GPU, each with its own streams,
+# the SMA step on the GPU (docs/learners.md): the auto-tuner's trials
+# (learners, samples/s) are the figure.
+timeout 180 gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set job.model=$PWD/jobs/models/vgg_small.ini \
+  --set data.source=synthetic --set data.synthetic_train_samples=4096 --set data.synthetic_test_samples=0 \
+  --set job.device=cuda --set train.batch_size=32 --steps 400 --set train.log_every=50 --set sync.strategy=sma \
+  --set sync.learners=0 --set sync.max_learners=8 --set sync.autotune_steps=20 --set optimizer.nesterov=false \
+  --metrics "$out/learners_cuda.json" >>"$log" 2>&1
+echo "sma learners: exit $?" | tee -a "$log"
 
 section "multiplexing on one GPU, 2 ranks"
 # Small-VGG foreground (batch 32) with the "alternate" burst plan (each layer

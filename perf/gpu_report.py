@@ -3,8 +3,8 @@
 perf/results/gpu.md: the CUDA tests' outcome, vgg16 per layer and per step at
 batch 32 against PyTorch on the same GPU (fp32 and TF32 stated), the
 convolutions' TFLOP/s, whole training steps with and without CUDA graphs,
-the planner's layer profile of vgg16 on the GPU, and multiplexing on one GPU
-shared by 2 ranks. Missing or failed parts are
+the planner's layer profile of vgg16 on the GPU, sma learners auto-tuned on
+the GPU, and multiplexing on one GPU shared by 2 ranks. Missing or failed parts are
 reported as such, never filled in.
 
 Usage: perf/gpu_report.py OUTDIR [--out perf/results/gpu.md]
@@ -97,6 +97,18 @@ def profile_section(profile):
     return lines + [""]
 
 
+def learners_section(m):
+    lines = ["## sma learners side by side on the GPU (vgg_small, batch 32 per learner, one rank, auto-tuned)", ""]
+    if "error" in m:
+        return lines + [f"No result: {m['error']}.", ""]
+    lines += ["| learners | samples/s | per learner |", "|---|---|---|"]
+    for t in m["learner_tuning"]:
+        lines.append(f"| {t['learners']} | {t['samples_per_second']:.0f} | "
+                     f"{t['samples_per_second'] / t['learners']:.0f} |")
+    return lines + ["", f"The tuner kept {m['learners_per_rank']} learner(s); the whole run averaged "
+                        f"{m['samples_per_second']:.0f} samples/s.", ""]
+
+
 def multiplex_section(mux):
     lines = ["## Multiplexing on one GPU shared by 2 ranks (small-VGG foreground batch 32, small-VGG background "
              "batch 64 on the least-priority stream)", ""]
@@ -129,6 +141,7 @@ def main():
                            steps if "error" not in steps else {})
     lines += steps_section(steps)
     lines += profile_section(load(os.path.join(d, "vgg16_profile_cuda.json")))
+    lines += learners_section(load(os.path.join(d, "learners_cuda.json")))
     lines += multiplex_section(load(os.path.join(d, "multiplex.json")))
     text = "\n".join(lines)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
