@@ -46,7 +46,7 @@ const std::vector<JobKey>& job_schema() {
       {"parallel", "plan", "", "path", "Plan file (JSON) giving each layer its ranks; empty: data parallel over all ranks. Relative to the job file's folder"},
       {"parallel", "bucket_mb", "25", "MiB", "Gradient allreduce bucket size"},
       {"parallel", "layer_timing", "false", "boolean", "Report transfer and allreduce seconds per layer in the metrics; each layer's gradient allreduce then runs on its own, without overlap"},
-      {"parallel", "sync_batchnorm", "true", "boolean", "Batch-norm statistics over all ranks of a layer (the same result as one rank); false: each rank normalises its own slice, as PyTorch DDP does without SyncBatchNorm, and no reduction runs inside the step"},
+      {"parallel", "sync_batchnorm", "true", "boolean", "Batch-norm statistics over all ranks of a layer (the same result as one rank); false: each rank normalises its own slice, as PyTorch DDP does without SyncBatchNorm, and no reduction runs inside the step (evaluations and checkpoints then use each layer's first rank's running statistics)"},
       {"output", "metrics", "", "path", "Metrics JSON written at the end (relative to the working folder); {job_id}, {job} and {ranks} expand to the Slurm job id (or 'local'), the job name and the rank count"},
       {"output", "checkpoint", "", "path", "HDF5 checkpoint, written atomically at the end and at the cadences below; the previous one is kept as <path>.prev. --resume continues from the newer valid one. Placeholders as for metrics"},
       {"output", "checkpoint_every", "0", "steps", "Checkpoint cadence in steps; 0: only at the end"},

@@ -26,9 +26,24 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// With per-rank batch-norm statistics ([parallel] sync_batchnorm = false)
+// each layer's first rank's go to the layer's other ranks (as PyTorch DDP
+// broadcasts rank 0's buffers), so every rank evaluates the model the
+// checkpoint holds. Collective; nothing with statistics summed over groups,
+// which are the same on every rank already.
+void share_statistics(const JobConfig& job, Executor& exec) {
+  Model& m = exec.model();
+  if (job.sync_batchnorm || m.state().size() == 0) return;
+  DeviceModel* device = exec.device();
+  if (device) device->copy_out(DeviceModel::Buffer::state, -1, 0, m.state().data(), m.state().size());
+  exec.share_from_owners(m.state().data(), m.state().size(), true);
+  if (device) device->copy_in(DeviceModel::Buffer::state, -1, 0, m.state().data(), m.state().size());
+}
+
 // Test-set accuracy and mean loss, in eval mode, in batches of up to the
 // global batch, through the same plan as training.
 EvalPoint evaluate(Executor& exec, const Dataset& test, const JobConfig& job) {
+  share_statistics(job, exec);
   Model& m = exec.model();
   const int k = m.classes(), chunk = exec.plan().global_batch;
   std::vector<uint32_t> idx(chunk);
