@@ -28,6 +28,29 @@ bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
 }  // namespace
 
+namespace {
+std::string text_checksum(const std::string& text) {
+  Checksum c;
+  c.add(text.data(), text.size());
+  return c.hex();
+}
+}  // namespace
+
+void write_history(const h5::File& f, const std::string& history) {
+  if (history.empty()) return;
+  h5::ensure_group(f, "/history");
+  h5::write_string_attr(f, "/history", "run", history);
+  h5::write_string_attr(f, "/history", "checksum", text_checksum(history));
+}
+
+std::string read_history(const h5::File& f) {
+  if (!h5::exists(f, "/history")) return "";
+  const std::string history = h5::read_string_attr(f, "/history", "run");
+  if (h5::read_string_attr(f, "/history", "checksum") != text_checksum(history))
+    throw Error(fmt::format("{}: checksum mismatch in /history (corrupt checkpoint)", f.path()));
+  return history;
+}
+
 std::string Checksum::hex() const { return fmt::format("{:016x}", h_); }
 
 void write_atomically(const std::string& path, const std::function<void(const h5::File&)>& fill) {
@@ -64,6 +87,7 @@ void write_checkpoint(const std::string& path, Model& model, Sgd& sgd, Checkpoin
     h5::ensure_group(f, "/progress");
     h5::write_int_attr(f, "/progress", "step", info.step);
     h5::write_int_attr(f, "/progress", "seed", static_cast<long long>(info.seed));
+    write_history(f, info.history);
     h5::write_string_attr(f, "/progress", "checksum", checksum(model, sgd.velocity(), info.step));
   });
 }
@@ -80,6 +104,7 @@ CheckpointInfo read_checkpoint(const std::string& path, Model& model, Sgd& sgd) 
   CheckpointInfo info;
   info.step = h5::read_int_attr(f, "/progress", "step");
   info.seed = static_cast<uint64_t>(h5::read_int_attr(f, "/progress", "seed"));
+  info.history = read_history(f);
   if (h5::read_string_attr(f, "/progress", "checksum") != checksum(model, sgd.velocity(), info.step))
     throw Error(fmt::format("{}: checksum mismatch (corrupt checkpoint)", path));
   return info;

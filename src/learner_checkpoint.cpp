@@ -50,6 +50,7 @@ void write_progress(const h5::File& f, const LearnerProgress& p, const std::stri
   h5::write_int_attr(f, "/progress", "seed", static_cast<long long>(p.seed));
   h5::write_int_attr(f, "/progress", "reset_lr", std::bit_cast<uint32_t>(p.reset_lr));
   h5::write_int_attr(f, "/progress", "tuning", p.tuning);
+  write_history(f, p.history);
   h5::write_string_attr(f, "/progress", "checksum", checksum);
 }
 
@@ -62,6 +63,7 @@ LearnerProgress read_progress(const h5::File& f) {
   p.seed = static_cast<uint64_t>(h5::read_int_attr(f, "/progress", "seed"));
   p.reset_lr = std::bit_cast<float>(static_cast<uint32_t>(h5::read_int_attr(f, "/progress", "reset_lr")));
   p.tuning = h5::read_int_attr(f, "/progress", "tuning") != 0;
+  p.history = read_history(f);
   if (p.learners < 1 || p.iteration < 0 || p.batches < 0)
     throw Error(fmt::format("{}: /progress holds {} learners, step {}, batches {}", f.path(), p.learners, p.iteration,
                             p.batches));

@@ -12,7 +12,9 @@
 //   /average/{z,z_prev}: sma only;
 //   /progress attributes: strategy, step (iterations done), batches,
 //       learners (all ranks together), seed, reset_lr (the float's bits),
-//       tuning, checksum (of all of the above).
+//       tuning, checksum (of all of the above);
+//   /history attributes run (the run's record: run_history, trainer.hpp)
+//       and checksum (of run).
 // Replica g takes learner batch g of every iteration on any rank count, so a
 // checkpoint of R ranks x k learners resumes on R' ranks x k' learners
 // whenever R' x k' = R x k. Written atomically like write_checkpoint, the
@@ -34,6 +36,7 @@ struct LearnerProgress {
   uint64_t seed = 0;
   float reset_lr = 0;     // sma: the learning rate at the last restart from z
   bool tuning = false;    // the learner count was still being auto-tuned
+  std::string history;    // the run's record so far (run_history, trainer.hpp)
 };
 
 // One replica's values on this rank, laid out as its Model's: param_count()

@@ -17,6 +17,14 @@ void write_named(const h5::File& f, const std::string& root, const std::vector<N
 // Reads them back; each must exist with exactly the tensor's element count.
 void read_named(const h5::File& f, const std::string& root, const std::vector<NamedTensor>& tensors);
 
+// A run's record (run_history, trainer.hpp) in a checkpoint: the "run"
+// attribute of group /history with a checksum of its own, apart from
+// /progress and its checksum, so that comparisons of the training state can
+// leave it out. read_history throws Error on a mismatch; "" when absent
+// (older files).
+void write_history(const h5::File& f, const std::string& history);
+std::string read_history(const h5::File& f);
+
 // FNV-1a over the bytes a checkpoint restores, in the order they are written.
 class Checksum {
  public:

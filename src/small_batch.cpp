@@ -160,6 +160,7 @@ TrainResult train_small_batch(const JobConfig& job) {
   const WorldInfo& w = world();
   const SyncConfig& sc = job.sync;
   TrainResult r = start_result(job);
+  auto wall = [&] { return r.earlier_wall_seconds + seconds_since(wall_start); };  // since the first run's start
   const bool sma = sc.strategy == "sma", shadow = sc.strategy == "shadow", local = sc.strategy == "local-sgd";
   const int b = job.batch_size;
 
@@ -212,6 +213,7 @@ TrainResult train_small_batch(const JobConfig& job) {
       batches = p->batches;
       reset_lr = p->reset_lr;
       tuning = tuning && p->tuning;
+      restore_run_history(r, p->history);
     }
   const int64_t first_batches = batches;
   AutoTuner tuner(sc, tuning);
@@ -277,8 +279,8 @@ TrainResult train_small_batch(const JobConfig& job) {
     const float* model = average_model();
     const float* state = average_state();  // also brings every replica's statistics to the host
     std::unique_lock<std::mutex> guard(params_lock);  // shadow: learner 0's parameters stay still
-    const LearnerProgress p{sc.strategy,          iteration, batches, static_cast<int>(learners.size()) * w.size,
-                            job.seed,             reset_lr,  tuner.active()};
+    const LearnerProgress p{sc.strategy, iteration,      batches, static_cast<int>(learners.size()) * w.size,
+                            job.seed,    reset_lr,       tuner.active(), run_history(r, wall())};
     write_learner_checkpoint(job.checkpoint_path, first.model(), model, state, replicas(), sma ? &z : nullptr, p);
   };
   auto last_checkpoint = Clock::now();
@@ -402,7 +404,7 @@ TrainResult train_small_batch(const JobConfig& job) {
       guard.unlock();
       p.step = iteration;
       p.epoch = static_cast<double>(batches) / per_epoch;
-      if (record_evaluation(r, job, p, "iteration", seconds_since(e0), seconds_since(wall_start), chatty)) break;
+      if (record_evaluation(r, job, p, "iteration", seconds_since(e0), wall(), chatty)) break;
     }
     if (!last && checkpoint_due(job, iteration - 1, last_checkpoint)) {
       save_checkpoint();
@@ -416,11 +418,12 @@ TrainResult train_small_batch(const JobConfig& job) {
   r.learners = static_cast<int>(learners.size());
   r.steps = iteration;
   r.epochs = static_cast<double>(batches) / per_epoch;
-  r.samples_per_second = static_cast<double>(batches - first_batches) * b / std::max(1e-9, r.train_seconds);
+  r.samples_per_second =
+      static_cast<double>(batches - first_batches) * b / std::max(1e-9, r.train_seconds - r.earlier_train_seconds);
   r.forward_gflop_per_sample = first.model().forward_flops_per_sample() / 1e9;
   r.achieved_gflops = 3.0 * r.forward_gflop_per_sample * r.samples_per_second;
+  r.wall_seconds = wall();
   if (!job.checkpoint_path.empty()) save_checkpoint();
-  r.wall_seconds = seconds_since(wall_start);
   return r;
 }
 

@@ -81,13 +81,13 @@ Plan plan_for(const JobConfig& job, const ModelSpec& spec, int world_size) {
 
 // Every layer's parameters, state and momentum from the ranks that run it, on
 // every rank, then written by rank 0.
-void write_final_checkpoint(const JobConfig& job, Executor& exec, Sgd& sgd, int64_t steps) {
+void write_final_checkpoint(const JobConfig& job, Executor& exec, Sgd& sgd, int64_t steps, const std::string& history) {
   Model& m = exec.model();
   if (DeviceModel* device = exec.device()) device->to_host(sgd.velocity().data());
   exec.share_from_owners(m.params().data(), m.params().size(), false);
   exec.share_from_owners(m.state().data(), m.state().size(), true);
   exec.share_from_owners(sgd.velocity().data(), sgd.velocity().size(), false);
-  if (world().rank == 0) write_checkpoint(job.checkpoint_path, m, sgd, {steps, job.seed});
+  if (world().rank == 0) write_checkpoint(job.checkpoint_path, m, sgd, {steps, job.seed, history});
 }
 
 }  // namespace
@@ -142,7 +142,7 @@ std::optional<Resumed> resume_training(const JobConfig& job, Model& model, Sgd& 
   if (info.seed != job.seed)
     throw Error(fmt::format("{}: checkpoint was trained with seed {}, the job has seed {}", found->file, info.seed,
                             job.seed));
-  return found;
+  return Resumed{found->step, found->file, info.history};
 }
 
 TrainResult train(const JobConfig& job) {
@@ -167,6 +167,7 @@ TrainResult train(const JobConfig& job) {
   if (job.resume)
     if (const std::optional<Resumed> from = resume_training(job, model, sgd, MPI_COMM_WORLD)) {
       first_step = from->step;
+      restore_run_history(r, from->history);
       if (chatty) fmt::print("resuming from the checkpoint of step {} ({})\n", from->step, from->file);
     }
   if (DeviceModel* device = exec.device()) device->from_host(sgd.velocity().data());  // initial or resumed values
@@ -182,6 +183,7 @@ TrainResult train(const JobConfig& job) {
   double window_loss = 0;
   int64_t window_steps = 0, total_run = total;  // total_run: less when stopped at the target
   auto window_start = Clock::now(), last_checkpoint = Clock::now();
+  auto wall = [&] { return r.earlier_wall_seconds + seconds_since(wall_start); };
   StopVote vote(MPI_COMM_WORLD);
   for (int64_t step = first_step; step < total; ++step) {
     const auto t0 = Clock::now();
@@ -199,7 +201,7 @@ TrainResult train(const JobConfig& job) {
 
     const bool last = step + 1 == total;
     if (!last && !stop && checkpoint_due(job, step, last_checkpoint)) {
-      write_final_checkpoint(job, exec, sgd, step + 1);
+      write_final_checkpoint(job, exec, sgd, step + 1, run_history(r, wall()));
       last_checkpoint = window_start = Clock::now();  // checkpointing is not training time
     }
     if ((step + 1) % job.log_every == 0 || last || stop) {
@@ -227,7 +229,7 @@ TrainResult train(const JobConfig& job) {
       exec.times() = before;  // the time split covers training only
       p.step = step + 1;
       p.epoch = static_cast<double>(step + 1) / per_epoch;
-      const bool stop = record_evaluation(r, job, p, "step", seconds_since(e0), seconds_since(wall_start), chatty);
+      const bool stop = record_evaluation(r, job, p, "step", seconds_since(e0), wall(), chatty);
       window_start = Clock::now();  // evaluation is not training time
       if (stop) {
         total_run = step + 1;
@@ -239,12 +241,13 @@ TrainResult train(const JobConfig& job) {
   if (multiplex) r.multiplex = multiplex->finish();
   r.steps = total_run;
   r.epochs = static_cast<double>(total_run) / per_epoch;
-  r.samples_per_second = (total_run - first_step) * job.batch_size / std::max(1e-9, r.train_seconds);
+  const double run_seconds = r.train_seconds - r.earlier_train_seconds;  // this run's, since the resume
+  r.samples_per_second = (total_run - first_step) * job.batch_size / std::max(1e-9, run_seconds);
   r.forward_gflop_per_sample = model.forward_flops_per_sample() / 1e9;
   r.achieved_gflops = 3.0 * r.forward_gflop_per_sample * r.samples_per_second;
   const TimeSplit& t = exec.times();
   const double mine[4] = {t.compute, t.transfer, t.allreduce,
-                          std::max(0.0, r.train_seconds - t.compute - t.transfer - t.allreduce)};
+                          std::max(0.0, run_seconds - t.compute - t.transfer - t.allreduce)};
   std::vector<double> all(4 * w.size);
   BP_MPI_CHECK(MPI_Gather(mine, 4, MPI_DOUBLE, all.data(), 4, MPI_DOUBLE, 0, MPI_COMM_WORLD));
   for (int k = 0; k < w.size; ++k) r.per_rank.push_back({all[4 * k], all[4 * k + 1], all[4 * k + 2], all[4 * k + 3]});
@@ -256,8 +259,8 @@ TrainResult train(const JobConfig& job) {
     for (int i = 0; i < model.size(); ++i)
       r.per_layer.push_back({model.layer(i).name(), exec.ranks_of(i), worst[2 * i] / total_run, worst[2 * i + 1] / total_run});
   }
-  if (!job.checkpoint_path.empty()) write_final_checkpoint(job, exec, sgd, total_run);
-  r.wall_seconds = seconds_since(wall_start);
+  r.wall_seconds = wall();
+  if (!job.checkpoint_path.empty()) write_final_checkpoint(job, exec, sgd, total_run, run_history(r, r.wall_seconds));
   return r;
 }
 
@@ -291,6 +294,35 @@ bool record_evaluation(TrainResult& r, const JobConfig& job, const EvalPoint& p,
                r.train_seconds, p.epoch);
   std::fflush(stdout);
   return job.stop_at_target;
+}
+
+std::string run_history(const TrainResult& r, double wall_seconds) {
+  auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  nlohmann::json evals = nlohmann::json::array();
+  for (const EvalPoint& p : r.evals) evals.push_back({p.step, p.epoch, p.accuracy, p.loss});
+  return nlohmann::json{{"evaluations", evals},
+                        {"train_seconds", r.train_seconds},
+                        {"eval_seconds", r.eval_seconds},
+                        {"wall_seconds", wall_seconds},
+                        {"time_to_target_seconds", number(r.time_to_target_seconds)},
+                        {"epochs_to_target", number(r.epochs_to_target)},
+                        {"wall_to_target_seconds", number(r.wall_to_target_seconds)}}
+      .dump();
+}
+
+void restore_run_history(TrainResult& r, const std::string& history) {
+  if (history.empty()) return;
+  const nlohmann::json h = nlohmann::json::parse(history);
+  auto number = [&](const char* key) { return h[key].is_null() ? NAN : h[key].get<double>(); };
+  for (const auto& e : h["evaluations"])
+    r.evals.push_back({e[0].get<int64_t>(), e[1].get<double>(), e[2].get<double>(), e[3].get<double>()});
+  if (!r.evals.empty()) r.test_accuracy = r.evals.back().accuracy;
+  r.train_seconds = r.earlier_train_seconds = h["train_seconds"].get<double>();
+  r.eval_seconds = h["eval_seconds"].get<double>();
+  r.earlier_wall_seconds = h["wall_seconds"].get<double>();
+  r.time_to_target_seconds = number("time_to_target_seconds");
+  r.epochs_to_target = number("epochs_to_target");
+  r.wall_to_target_seconds = number("wall_to_target_seconds");
 }
 
 nlohmann::json metrics_json(const TrainResult& r) {

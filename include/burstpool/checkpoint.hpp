@@ -1,7 +1,8 @@
 #pragma once
 // Checkpoints: an HDF5 model file (architecture + /weights/<layer>/<param>)
-// plus /optimizer/velocity/<layer>/<param> and /progress attributes (step,
-// seed, checksum).
+// plus /optimizer/velocity/<layer>/<param>, /progress attributes (step,
+// seed, checksum) and the run's record (evaluations, seconds) as the
+// attribute "run" of /history.
 //
 // Writing is atomic and keeps the previous checkpoint: the new one is written
 // to "<path>.tmp.<pid>" and flushed, the current "<path>" becomes
@@ -21,6 +22,7 @@ namespace burstpool {
 struct CheckpointInfo {
   int64_t step = 0;  // training steps completed
   uint64_t seed = 0;
+  std::string history;  // the run's record so far (run_history, trainer.hpp); "" in older files
 };
 
 void write_checkpoint(const std::string& path, Model& model, Sgd& sgd, CheckpointInfo info);
@@ -36,7 +38,8 @@ CheckpointInfo read_checkpoint(const std::string& path, Model& model, Sgd& sgd);
 // file exists; throws when files exist but none is valid.
 struct Resumed {
   int64_t step = 0;
-  std::string file;  // "<path>" or "<path>.prev"
+  std::string file;     // "<path>" or "<path>.prev"
+  std::string history;  // resume_training fills it from the file
 };
 std::optional<Resumed> newest_checkpoint(const std::string& path,
                                          const std::function<int64_t(const std::string&)>& validate,

@@ -65,6 +65,9 @@ struct TrainResult {
   double time_to_target_seconds = NAN, epochs_to_target = NAN;  // training seconds, epochs; NaN: not reached
   double wall_to_target_seconds = NAN;  // wall seconds from the start, loading and evaluations included
   std::string stopped_by;  // the signal that ended training early (include/burstpool/stop.hpp); "": none
+  // After --resume: the seconds of the runs before it, included in
+  // train_seconds and wall_seconds (restore_run_history).
+  double earlier_train_seconds = 0, earlier_wall_seconds = 0;
 };
 
 TrainResult train(const JobConfig& job);
@@ -82,6 +85,14 @@ TrainResult start_result(const JobConfig& job);
 bool record_evaluation(TrainResult& r, const JobConfig& job, const EvalPoint& p, const char* unit,
                        double eval_seconds, double wall_seconds, bool chatty);
 nlohmann::json metrics_json(const TrainResult& r);
+
+// What a checkpoint keeps of a run's record (JSON text), so that the metrics
+// after --resume cover the whole run: the evaluations, the training,
+// evaluation and wall seconds so far (`wall_seconds` now) and when the target
+// was reached. restore_run_history puts it back into a fresh result ("" from
+// a checkpoint without one: nothing).
+std::string run_history(const TrainResult& r, double wall_seconds);
+void restore_run_history(TrainResult& r, const std::string& history);
 
 // Both trainers' progress lines: "12m05s", "3h07m", or "?" when unknown.
 std::string eta(double seconds);

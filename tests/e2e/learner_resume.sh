@@ -43,7 +43,9 @@ run() {
     >"$work/$name.out" 2>&1
 }
 # same A B [OBJECT]: A.h5 and B.h5 bit for bit equal (everything, or OBJECT)
-same() { h5diff -d 0 "$work/$1.h5" "$work/$2.h5" ${3:+"$3" "$3"} >/dev/null; }
+same() {
+  if [[ $# -eq 3 ]]; then h5diff -d 0 "$work/$1.h5" "$work/$2.h5" "$3" "$3" >/dev/null; else h5same "$work/$1.h5" "$work/$2.h5"; fi
+}
 resumed_from() { grep -o "resuming from the checkpoint of iteration [0-9]*" "$work/$1.out"; }
 
 # 1. sma and local-sgd, 2 ranks x 2 learners: stopped at iteration 17 (a

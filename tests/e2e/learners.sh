@@ -44,7 +44,7 @@ for strategy in sma local-sgd; do
   train "$strategy-1x2" 1 --set sync.strategy=$strategy --set sync.learners=2 --set sync.local_steps=4
   BURSTPOOL_TEST_CHECK_AVERAGE=1 \
     train "$strategy-2x1" 2 --set sync.strategy=$strategy --set sync.learners=1 --set sync.local_steps=4
-  h5diff -d 0 "$work/$strategy-1x2.h5" "$work/$strategy-2x1.h5" >/dev/null ||
+  h5same "$work/$strategy-1x2.h5" "$work/$strategy-2x1.h5" ||
     fail "$strategy: 2 ranks x 1 learner differ from 1 rank x 2 learners"
 done
 
@@ -53,7 +53,7 @@ done
 bn=(--set "job.model=$src/jobs/models/vgg_small.ini" --set train.epochs=1)
 train bn-1x2 1 "${bn[@]}" --set sync.learners=2
 train bn-2x1 2 "${bn[@]}" --set sync.learners=1
-if h5diff -d 0 "$work/bn-1x2.h5" "$work/bn-2x1.h5" >/dev/null &&
+if h5same "$work/bn-1x2.h5" "$work/bn-2x1.h5" &&
   diff <(grep "^eval" "$work/bn-1x2.out") <(grep "^eval" "$work/bn-2x1.out") >/dev/null; then
   echo "ok   batch norm: 2 ranks x 1 learner and 1 rank x 2 learners give the same evaluations and checkpoint"
 else

@@ -49,7 +49,7 @@ run() {  # run NAME JOB [extra args]: mpirun on 2 ranks, output in $work/NAME.*
     --metrics "$work/$name.json" "$@" >"$work/$name.out" 2>"$work/$name.err"
 }
 same_as_alone() {  # the foreground's weights and momentum, bit for bit
-  h5diff -d 0 "$work/alone.h5" "$work/$1.h5" >/dev/null || fail "$1: foreground differs from the run without background"
+  h5same "$work/alone.h5" "$work/$1.h5" || fail "$1: foreground differs from the run without background"
 }
 metric() { python3 -c "import json,sys; m=json.load(open('$work/$1.json')); print(eval(sys.argv[1]))" "$2"; }
 

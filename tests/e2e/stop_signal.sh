@@ -2,8 +2,9 @@
 # Stopping early on a signal (include/burstpool/stop.hpp): SIGTERM or SIGUSR1
 # to one rank stops every rank after the same step, the checkpoint and the
 # metrics (stopped_by) are written, the exit status is 75, and --resume ends
-# bit for bit as the uninterrupted run; for ssgd and for sma learners. A
-# second signal ends the process at once.
+# bit for bit as the uninterrupted run, its metrics holding every evaluation
+# of the whole run; for ssgd and for sma learners. A second signal ends the
+# process at once.
 # Usage: stop_signal.sh BURSTPOOL_BINARY SOURCE_DIR
 set -u
 source "$(dirname "$0")/lib/harness.sh" "$@"
@@ -32,7 +33,8 @@ JOB
 stopped() {
   local name=$1 signal=$2 rank=$3
   shift 3
-  mpirun -np 2 "$bin" train "$work/job.ini" --checkpoint "$work/$name-ref.h5" "$@" >/dev/null 2>&1 ||
+  mpirun -np 2 "$bin" train "$work/job.ini" --checkpoint "$work/$name-ref.h5" --metrics "$work/$name-ref.json" "$@" \
+    >/dev/null 2>&1 ||
     { fail "$name: reference run"; return; }
   mpirun -np 2 "$bin" train "$work/job.ini" --checkpoint "$work/$name.h5" --metrics "$work/$name.json" "$@" \
     >"$work/$name.out" 2>&1 &
@@ -49,17 +51,27 @@ stopped() {
   local at
   at=$(python3 -c "import json; m=json.load(open('$work/$name.json')); print(m['stopped_by'], m['steps'])" 2>/dev/null)
   timeout 120 mpirun -np 2 "$bin" train "$work/job.ini" --checkpoint "$work/$name.h5" --resume "$@" \
-    >"$work/$name.resumed" 2>&1 || fail "$name: resume"
+    --metrics "$work/$name-resumed.json" >"$work/$name.resumed" 2>&1 || fail "$name: resume"
   if [[ -z $victim ]]; then
     fail "$name: no rank to signal"
   elif [[ $status -ne 75 || $at != "SIG$signal "* ]]; then
     fail "$name: exit $status, metrics stopped_by/steps '$at': $(tail -3 "$work/$name.out")"
   elif ! grep -q "stopped early by SIG$signal after ${at#* } " "$work/$name.out"; then
     fail "$name: no 'stopped early' line: $(tail -3 "$work/$name.out")"
-  elif h5diff -d 0 "$work/$name-ref.h5" "$work/$name.h5" >/dev/null; then
-    echo "ok   $name: SIG$signal to rank $rank, all ranks stopped after ${at#* } (exit 75), resumed: identical to the uninterrupted run"
-  else
+  elif ! h5same "$work/$name-ref.h5" "$work/$name.h5"; then
     fail "$name: resumed run differs from the uninterrupted one"
+  elif ! python3 - "$work/$name-ref.json" "$work/$name.json" "$work/$name-resumed.json" <<'PY'; then
+import json, sys
+ref, stopped, resumed = (json.load(open(p)) for p in sys.argv[1:])
+key = lambda m: [(e["step"], e["test_accuracy"], e["test_loss"]) for e in m["evaluations"]]
+# The metrics after the resume cover the whole run: every evaluation of the
+# uninterrupted run, and the training seconds of both parts.
+sys.exit(0 if key(resumed) == key(ref) and len(key(ref)) > 1 and
+         resumed["train_seconds"] > stopped["train_seconds"] and resumed["stopped_by"] is None else 1)
+PY
+    fail "$name: the metrics after the resume do not cover the whole run"
+  else
+    echo "ok   $name: SIG$signal to rank $rank, all ranks stopped after ${at#* } (exit 75), resumed: identical to the uninterrupted run, evaluations and seconds of both parts in the metrics"
   fi
 }
 stopped ssgd TERM 1

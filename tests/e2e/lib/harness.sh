@@ -2,7 +2,7 @@
 # tests/e2e/*.sh). From the script's arguments BINARY SOURCE_DIR: absolute
 # $bin and $src; one OpenMP thread; Open MPI allowed to run as root, waiting
 # ranks yielding their core; a scratch folder $work removed on exit; a
-# failure count kept by fail() and reported by finish(); corrupt;
+# failure count kept by fail() and reported by finish(); h5same; corrupt;
 # background_job.
 # Usage: source "$(dirname "$0")/lib/harness.sh" "$@"
 bin=$(realpath "$1")
@@ -17,6 +17,9 @@ finish() {
   echo "$1: $failures failure(s)"
   [[ $failures -eq 0 ]]
 }
+# h5same A B: checkpoints A and B hold the same training state bit for bit:
+# everything but /history, the run's record of seconds and evaluations.
+h5same() { h5diff -d 0 --exclude-path /history "$1" "$2" >/dev/null; }
 # corrupt FILE: flips the bits of the byte in the middle of FILE (weight data
 # in a checkpoint), as a disk or a partial copy might.
 corrupt() {
