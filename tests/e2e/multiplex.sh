@@ -102,13 +102,13 @@ grep -q "failed on rank 1 .*test failure injected" "$work/crashed.err" || fail "
 grep -q "failed on rank 0 .*stopped waiting" "$work/crashed.err" || fail "crashed: rank 0 did not report giving up"
 [[ "$(metric crashed 'm["background"]["failed_ranks"]')" == 2 ]] || fail "crashed: failed_ranks"
 
-# 5. The background's own checkpoint ([output] in its job file): written
-#    every 10 of its steps and when it stops, by its rank 0, and equal bit for
-#    bit to the background job trained alone for as many steps; --resume
-#    continues it from there.
+# 5. The background's own checkpoint ([output] in its job file): written by
+#    its rank 0 every 3 of its steps and when it stops (its 5 calibration
+#    steps alone make two), and equal bit for bit to the background job
+#    trained alone for as many steps; --resume continues it from there.
 sed 's/^job = bg.ini/job = bg_ckpt.ini/' "$work/fg.ini" >"$work/fg_ckpt.ini"
 cp "$work/bg.ini" "$work/bg_ckpt.ini"
-printf '[output]\ncheckpoint = %s\ncheckpoint_every = 10\n' "$work/bg.h5" >>"$work/bg_ckpt.ini"
+printf '[output]\ncheckpoint = %s\ncheckpoint_every = 3\n' "$work/bg.h5" >>"$work/bg_ckpt.ini"
 bg_step() { h5dump -a /progress/step "$1" | grep -o '(0): [0-9]*' | cut -d' ' -f2; }
 # same_as_background_alone FILE STEPS: the background job trained alone for STEPS steps
 same_as_background_alone() {
