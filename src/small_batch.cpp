@@ -46,12 +46,12 @@ bool same_on_every_rank(const float* z, size_t n, int64_t iteration) {
 
 // Test accuracy and loss of the model `params` with batch-norm statistics
 // `state` (collective): each rank evaluates its share of the test set with
-// `learner`'s replica, whose own values are put back afterwards.
+// `learner`'s replica, whose own values (host copies current: sync_host) are
+// put back afterwards.
 EvalPoint evaluate(Learner& learner, const float* params, const float* state, const Dataset& test,
                    const JobConfig& job) {
   Model& m = learner.model();
   const size_t n = m.param_count(), s = m.state().size();
-  learner.sync_host();
   std::vector<float> own(m.params().data(), m.params().data() + n);
   std::vector<float> own_state(m.state().data(), m.state().data() + s);
   std::copy(params, params + n, m.params().data());
@@ -139,9 +139,7 @@ std::optional<LearnerProgress> resume_learners(const JobConfig& job, std::vector
                             "(ranks x learners must stay {})",
                             found->file, p.learners, w.size, sc.learners == 0 ? "auto" : std::to_string(sc.learners),
                             p.learners));
-  if (p.seed != job.seed)
-    throw Error(fmt::format("{}: checkpoint was trained with seed {}, the job has seed {}", found->file, p.seed,
-                            job.seed));
+  require_seed(found->file, p.seed, job);
   const int k = p.learners / w.size;
   while (static_cast<int>(learners.size()) < k) add_learner();
   while (static_cast<int>(learners.size()) > k) learners.pop_back();
@@ -224,37 +222,35 @@ TrainResult train_small_batch(const JobConfig& job) {
     averager = std::make_unique<ShadowAverager>(MPI_COMM_WORLD, first.params(), n, params_lock, sc.shadow_pause_ms);
     averager->start();
   }
-  // The model the job stands for: z (sma), or the average of every replica (collective).
-  std::vector<float> current(n);
-  auto average_model = [&]() -> const float* {
-    if (sma) return z.data();
-    std::fill(current.begin(), current.end(), 0.0f);
-    for (auto& l : learners)
-      if (l->device_step) l->sync_host();
-    {
-      std::unique_lock<std::mutex> guard(params_lock);
-      for (auto& l : learners)
-        for (size_t i = 0; i < n; ++i) current[i] += l->params()[i];
-    }
-    sum_over_world(current.data(), n);
-    const float inv = 1.0f / static_cast<float>(learners.size() * w.size);
-    for (float& v : current) v *= inv;
-    return current.data();
+  // Before the host reads the replicas (averages, evaluation, checkpoints).
+  auto replicas_to_host = [&] {
+    for (auto& l : learners) l->sync_host();
   };
-  // The job's batch-norm statistics: the average of every replica's
-  // (collective), so evaluation on every rank and the checkpoint use one set.
-  std::vector<float> current_state(first.model().state().size());
-  auto average_state = [&]() -> const float* {
-    std::fill(current_state.begin(), current_state.end(), 0.0f);
-    for (auto& l : learners) {
-      l->sync_host();
-      const float* own = l->model().state().data();
-      for (size_t i = 0; i < current_state.size(); ++i) current_state[i] += own[i];
+  // The mean over every replica of every rank of one of their flat arrays,
+  // into `out` (collective; replicas_to_host first).
+  auto replica_mean = [&](std::vector<float>& out, float* (*of)(Learner&)) -> const float* {
+    std::fill(out.begin(), out.end(), 0.0f);
+    {
+      std::unique_lock<std::mutex> guard(params_lock);  // shadow: learner 0's parameters move under its thread
+      for (auto& l : learners) {
+        const float* values = of(*l);
+        for (size_t i = 0; i < out.size(); ++i) out[i] += values[i];
+      }
     }
-    sum_over_world(current_state.data(), current_state.size());
+    sum_over_world(out.data(), out.size());
     const float inv = 1.0f / static_cast<float>(learners.size() * w.size);
-    for (float& v : current_state) v *= inv;
-    return current_state.data();
+    for (float& v : out) v *= inv;
+    return out.data();
+  };
+  // The model the job stands for: z (sma), or the average of every replica;
+  // its batch-norm statistics: the average of every replica's, so evaluation
+  // on every rank and the checkpoint use one set. Collective.
+  std::vector<float> current(n), current_state(first.model().state().size());
+  auto average_model = [&]() -> const float* {
+    return sma ? z.data() : replica_mean(current, [](Learner& l) { return l.params(); });
+  };
+  auto average_state = [&]() -> const float* {
+    return replica_mean(current_state, [](Learner& l) { return l.model().state().data(); });
   };
 
   const bool chatty = w.rank == 0;
@@ -276,8 +272,9 @@ TrainResult train_small_batch(const JobConfig& job) {
   // A checkpoint (collective): the job's model, every replica, z; replicas'
   // statistics come from the device first.
   auto save_checkpoint = [&] {
+    replicas_to_host();
     const float* model = average_model();
-    const float* state = average_state();  // also brings every replica's statistics to the host
+    const float* state = average_state();
     std::unique_lock<std::mutex> guard(params_lock);  // shadow: learner 0's parameters stay still
     const LearnerProgress p{sc.strategy, iteration,      batches, static_cast<int>(learners.size()) * w.size,
                             job.seed,    reset_lr,       tuner.active(), run_history(r, wall())};
@@ -353,7 +350,8 @@ TrainResult train_small_batch(const JobConfig& job) {
       if (check_average) checked += same_on_every_rank(z.data(), n, iteration);
     }
     if (local && (iteration + 1) % sc.local_steps == 0) {
-      const float* avg = average_model();  // brings every replica to the host
+      replicas_to_host();
+      const float* avg = average_model();
       for (auto& l : learners) {
         std::copy(avg, avg + n, l->params());
         if (l->device_step) l->sync_device();
@@ -397,6 +395,7 @@ TrainResult train_small_batch(const JobConfig& job) {
     if (data.has_test && (eval_due || last)) {
       next_eval += eval_step;
       const auto e0 = Clock::now();
+      replicas_to_host();
       const float* model = average_model();
       const float* state = average_state();
       std::unique_lock<std::mutex> guard(params_lock);  // shadow's thread must not average the swapped-in model

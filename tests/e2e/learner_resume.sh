@@ -103,13 +103,17 @@ else
   fail "shadow resume: $(tail -2 "$work/shadow.out")"
 fi
 
-# 5. The device path (twin device): statistics and parameters go back to the
-#    device after a resume; the result is the CPU's uninterrupted run.
+# 5. The device path (twin device): a periodic checkpoint takes the
+#    replicas from the device (the one of iteration 10, with evaluations at
+#    7 and 14 so that none brought them to the host first), and a resume puts
+#    statistics and parameters back; the result is the CPU's uninterrupted
+#    run (evaluations leave the training state as it was).
 run 1 cpu12 || fail "1 rank reference"
-run 1 twin --set job.device=twin --steps 13 || fail "twin first run"
-run 1 twin --set job.device=twin --resume || fail "twin resume"
-if same cpu12 twin; then
-  echo "ok   twin device: stopped at 13, $(resumed_from twin): identical to the uninterrupted CPU run"
+run 1 twin --set job.device=twin --set train.eval_every=7 --steps 13 || fail "twin first run"
+mv "$work/twin.h5.prev" "$work/twin.h5"
+run 1 twin --set job.device=twin --set train.eval_every=7 --resume || fail "twin resume"
+if same cpu12 twin && [[ $(resumed_from twin) == *" 10" ]]; then
+  echo "ok   twin device: periodic checkpoint of iteration 10, $(resumed_from twin): identical to the uninterrupted CPU run"
 else
   fail "twin device: resumed run differs from the CPU's"
 fi
