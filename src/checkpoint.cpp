@@ -51,6 +51,11 @@ std::string read_history(const h5::File& f) {
   return history;
 }
 
+void require_architecture(const h5::File& f, const ModelSpec& spec) {
+  if (model_ini_text(read_architecture(f)) != model_ini_text(spec))
+    throw Error(fmt::format("{}: checkpoint of a different model than '{}'", f.path(), spec.name));
+}
+
 std::string Checksum::hex() const { return fmt::format("{:016x}", h_); }
 
 void write_atomically(const std::string& path, const std::function<void(const h5::File&)>& fill) {
@@ -94,8 +99,7 @@ void write_checkpoint(const std::string& path, Model& model, Sgd& sgd, Checkpoin
 
 CheckpointInfo read_checkpoint(const std::string& path, Model& model, Sgd& sgd) {
   h5::File f = h5::File::open_read(path);
-  if (model_ini_text(read_architecture(f)) != model_ini_text(model.spec()))
-    throw Error(fmt::format("{}: checkpoint of a different model than '{}'", path, model.spec().name));
+  require_architecture(f, model.spec());
   if (h5::exists(f, "/learners"))
     throw Error(fmt::format("{}: checkpoint of a small-batch run ([sync] strategy = {}); resume it with that strategy",
                             path, h5::read_string_attr(f, "/progress", "strategy")));

@@ -7,7 +7,6 @@
 #include <mpi.h>
 
 #include "burstpool/error.hpp"
-#include "burstpool/model_io.hpp"
 #include "burstpool/runtime.hpp"
 #include "model_store.hpp"
 
@@ -137,8 +136,7 @@ void write_learner_checkpoint(const std::string& path, Model& model, const float
 
 LearnerProgress check_learner_checkpoint(const std::string& path, Model& model, const std::string& strategy) {
   h5::File f = h5::File::open_read(path);
-  if (model_ini_text(read_architecture(f)) != model_ini_text(model.spec()))
-    throw Error(fmt::format("{}: checkpoint of a different model than '{}'", path, model.spec().name));
+  require_architecture(f, model.spec());
   if (!h5::exists(f, "/learners"))
     throw Error(fmt::format("{}: checkpoint of an ssgd run; resume it with [sync] strategy = ssgd", path));
   const LearnerProgress p = read_progress(f);

@@ -17,6 +17,9 @@ void write_named(const h5::File& f, const std::string& root, const std::vector<N
 // Reads them back; each must exist with exactly the tensor's element count.
 void read_named(const h5::File& f, const std::string& root, const std::vector<NamedTensor>& tensors);
 
+// Throws Error naming the file unless its architecture is `spec`'s.
+void require_architecture(const h5::File& f, const ModelSpec& spec);
+
 // A run's record (run_history, trainer.hpp) in a checkpoint: the "run"
 // attribute of group /history with a checksum of its own, apart from
 // /progress and its checksum, so that comparisons of the training state can

@@ -131,6 +131,11 @@ std::optional<Resumed> choose_checkpoint(const JobConfig& job,
   return Resumed{choice[1], choice[0] == 0 ? path : path + ".prev"};
 }
 
+void require_seed(const std::string& file, uint64_t seed, const JobConfig& job) {
+  if (seed != job.seed)
+    throw Error(fmt::format("{}: checkpoint was trained with seed {}, the job has seed {}", file, seed, job.seed));
+}
+
 std::optional<Resumed> resume_training(const JobConfig& job, Model& model, Sgd& sgd, MPI_Comm comm) {
   const std::optional<Resumed> found =
       choose_checkpoint(job, [&](const std::string& file) { return read_checkpoint(file, model, sgd).step; }, comm);
@@ -139,9 +144,7 @@ std::optional<Resumed> resume_training(const JobConfig& job, Model& model, Sgd& 
   if (info.step != found->step)
     throw Error(fmt::format("{}: holds step {} here but step {} on rank 0 (changed while resuming?)", found->file,
                             info.step, found->step));
-  if (info.seed != job.seed)
-    throw Error(fmt::format("{}: checkpoint was trained with seed {}, the job has seed {}", found->file, info.seed,
-                            job.seed));
+  require_seed(found->file, info.seed, job);
   return Resumed{found->step, found->file, info.history};
 }
 

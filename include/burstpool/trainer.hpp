@@ -109,6 +109,10 @@ bool checkpoint_due(const JobConfig& job, int64_t step, std::chrono::steady_cloc
 std::optional<Resumed> choose_checkpoint(const JobConfig& job,
                                          const std::function<int64_t(const std::string&)>& validate, MPI_Comm comm);
 
+// Every trainer on --resume: throws Error naming `file` unless the
+// checkpoint's seed (which fixes data order and masks) is the job's.
+void require_seed(const std::string& file, uint64_t seed, const JobConfig& job);
+
 // An ssgd job (the foreground, or a background job on its own communicator)
 // on --resume: the chosen checkpoint's weights, statistics and momentum into
 // model and sgd on every rank of comm (collective). Throws Error when the
