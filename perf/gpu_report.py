@@ -30,6 +30,12 @@ def gpu_name(log):
     return m.group(0).strip() if m else "unknown GPU (no nvidia-smi output)"
 
 
+def opening(title, result):
+    """A section's heading, then "No result: ..." when `result` did not load."""
+    lines = [f"## {title}", ""]
+    return lines + [f"No result: {result['error']}.", ""] if "error" in result else lines
+
+
 def tests_section(tests):
     if "error" in tests:
         return [f"CUDA tests: no result ({tests['error']})."]
@@ -71,9 +77,10 @@ def vgg16_section(layers, torch, steps):
 
 
 def steps_section(steps):
-    lines = ["## Training steps, eager and with CUDA graphs (one rank, batch 32, medians of 3 alternating runs)", ""]
+    lines = opening("Training steps, eager and with CUDA graphs (one rank, batch 32, medians of 3 alternating runs)",
+                    steps)
     if "error" in steps:
-        return lines + [f"No result: {steps['error']}.", ""]
+        return lines
     lines += ["| model | eager ms/step | graphs ms/step | graphs / eager |", "|---|---|---|---|"]
     for model in ("lenet5", "vgg16"):
         eager, graphs = steps.get(f"{model}_graphs_false"), steps.get(f"{model}_graphs_true")
@@ -86,9 +93,10 @@ def steps_section(steps):
 
 
 def profile_section(profile):
-    lines = ["## Layer profile of vgg16 on the GPU (`burstpool profile --device cuda`, what the planner reads)", ""]
+    lines = opening("Layer profile of vgg16 on the GPU (`burstpool profile --device cuda`, what the planner reads)",
+                    profile)
     if "error" in profile:
-        return lines + [f"No result: {profile['error']}.", ""]
+        return lines
     lines += ["| batch | sum of layers, forward + backward ms | whole step ms | step / sum |", "|---|---|---|---|"]
     for k, b in enumerate(profile["batches"]):
         total = sum(l["forward_ms"][k] + l["backward_ms"][k] for l in profile["layers"])
@@ -98,9 +106,10 @@ def profile_section(profile):
 
 
 def learners_section(m):
-    lines = ["## sma learners side by side on the GPU (vgg_small, batch 32 per learner, one rank, auto-tuned)", ""]
+    lines = opening("sma learners side by side on the GPU (vgg_small, batch 32 per learner, one rank, auto-tuned)",
+                    m)
     if "error" in m:
-        return lines + [f"No result: {m['error']}.", ""]
+        return lines
     lines += ["| learners | samples/s | per learner |", "|---|---|---|"]
     for t in m["learner_tuning"]:
         lines.append(f"| {t['learners']} | {t['samples_per_second']:.0f} | "
@@ -110,10 +119,10 @@ def learners_section(m):
 
 
 def multiplex_section(mux):
-    lines = ["## Multiplexing on one GPU shared by 2 ranks (small-VGG foreground batch 32, small-VGG background "
-             "batch 64 on the least-priority stream)", ""]
+    lines = opening("Multiplexing on one GPU shared by 2 ranks (small-VGG foreground batch 32, small-VGG background "
+                    "batch 64 on the least-priority stream)", mux)
     if "error" in mux:
-        return lines + [f"No result: {mux['error']}.", ""]
+        return lines
     lines += ["| foreground plan | fg alone samples/s | fg shared | slowdown (separate run) | slowdown (metrics) | "
               "bg samples/s | cluster throughput |", "|---|---|---|---|---|---|---|"]
     for plan, s in mux.items():
