@@ -11,15 +11,32 @@
 # stream). Needs
 # gpu-run/ from scripts/pack-gpu-run.sh, carried to the GPU machine.
 # Writes log.txt and the JSON results under OUTDIR (at most 8 files come back).
-# Every step has a timeout, so one hang cannot use up the lease; about 5
-# minutes in all is expected on an H200.
+# Every step has a timeout within one deadline (GPU_CHECK_SECONDS, default
+# 470 s from the start), so one hang cannot use up the lease: a section that
+# no longer fits is skipped and says so. The sections run most needed first
+# (the tests, the layer benchmark, the multiplexing figure). About 5 minutes
+# in all is expected on an H200.
 # Usage: perf/gpu_check.sh OUTDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: perf/gpu_check.sh OUTDIR}
 log=$out/log.txt
 mkdir -p "$out" /tmp/gpu-run/bin /tmp/gpu-run/mux
-section() { echo "=== $*" | tee -a "$log"; }
+section() { echo "=== $* (at ${SECONDS}s)" | tee -a "$log"; }
+deadline=$((SECONDS + ${GPU_CHECK_SECONDS:-470}))
+# fits SECONDS WHAT: true when SECONDS more fit before the deadline, else says WHAT is skipped.
+fits() {
+  (( deadline - SECONDS >= $1 )) && return 0
+  echo "skipped: $2 (${1}s needed, $((deadline - SECONDS))s left)" | tee -a "$log"
+  return 1
+}
+# limit SECONDS: SECONDS, or what is left before the deadline if less (at least 1: timeout 0 means none).
+limit() {
+  local left=$((deadline - SECONDS))
+  (( left < $1 )) || left=$1
+  (( left >= 1 )) || left=1
+  echo "$left"
+}
 tar -C /tmp/gpu-run -xJf gpu-run/lib.tar.xz
 # Packed libraries first, then the CUDA libraries of the machine's toolkit or Python packages.
 cuda_libs=
@@ -27,21 +44,26 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do [[ -d $d ]] && cuda_libs+
 py_libs=$(python3 -c "import glob, os, nvidia; print(':'.join(sorted({os.path.dirname(p) for d in nvidia.__path__ for p in glob.glob(d + '/*/lib/*.so*')})))" 2>/dev/null)
 export LD_LIBRARY_PATH="/tmp/gpu-run/lib:${py_libs}${cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 section environment
+# A library still not found: look for it anywhere under /usr and /opt.
+for lib in $(ldd gpu-run/burstpool_cuda_tests gpu-run/burstpool | awk '/not found/ {print $1}' | sort -u); do
+  found=$(find /usr /opt -name "$lib" -print -quit 2>/dev/null)
+  [[ -n $found ]] && LD_LIBRARY_PATH+=":$(dirname "$found")"
+done
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >>"$log"
-ldd gpu-run/burstpool_cuda_tests gpu-run/burstpool | grep "not found" >>"$log"
+ldd gpu-run/burstpool_cuda_tests gpu-run/burstpool | grep -E "not found|cud|nccl|cublas" >>"$log"
 nvidia-smi >>"$log" 2>&1
 
 section "CUDA tests"
-timeout 180 gpu-run/burstpool_cuda_tests --gtest_output=json:"$out/cuda_tests.json" >>"$log" 2>&1
+timeout "$(limit 180)" gpu-run/burstpool_cuda_tests --gtest_output=json:"$out/cuda_tests.json" >>"$log" 2>&1
 echo "cuda tests: exit $?" | tee -a "$log"
 
 section "vgg16 layers, batch 32"
-timeout 180 gpu-run/bp_gpu_layers jobs/models/vgg16.ini --batch 32 --repeats 20 --out "$out/vgg16_layers.json" >>"$log" 2>&1
+timeout "$(limit 120)" gpu-run/bp_gpu_layers jobs/models/vgg16.ini --batch 32 --repeats 20 --out "$out/vgg16_layers.json" >>"$log" 2>&1
 rc=$?
 tail -1 "$log"  # the benchmark's summary line
 echo "layer benchmark: exit $rc" | tee -a "$log"
 if python3 -c "import torch" 2>/dev/null; then
-  timeout 180 python3 perf/torch_gpu_peer.py jobs/models/vgg16.ini --batch 32 >"$out/torch_vgg16.json" 2>>"$log"
+  timeout "$(limit 150)" python3 perf/torch_gpu_peer.py jobs/models/vgg16.ini --batch 32 >"$out/torch_vgg16.json" 2>>"$log"
   cat "$out/torch_vgg16.json"
 else
   echo "no PyTorch on this machine" | tee "$out/torch_vgg16.json"
@@ -57,68 +79,13 @@ cp gpu-run/h5diff /tmp/gpu-run/bin/
 export PATH=/tmp/gpu-run/bin:$PATH OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none \
   OMPI_MCA_mca_base_component_show_load_errors=0
-timeout 60 mpirun -np 2 hostname >>"$log" 2>&1
+timeout "$(limit 60)" mpirun -np 2 hostname >>"$log" 2>&1
 echo "mpirun: exit $?" | tee -a "$log"
 
 section "e2e cuda_device"
-timeout 300 bash tests/e2e/cuda_device.sh gpu-run/burstpool . >>"$log" 2>&1
+fits 60 "e2e cuda_device" &&
+  timeout "$(limit 240)" bash tests/e2e/cuda_device.sh gpu-run/burstpool . >>"$log" 2>&1
 echo "e2e cuda_device: exit $?" | tee -a "$log"
-
-section "training steps on one rank: LeNet-5 and vgg16 at batch 32, eager and CUDA graphs, 3 alternating rounds"
-# Whole training steps of burstpool itself (input upload, forward, backward,
-# SGD), beside the per-layer sums above; LeNet-5 is where launches weigh most.
-for model in lenet5 vgg16; do
-  for round in 1 2 3; do
-    for graphs in false true; do
-      steps=3000
-      [[ $model == vgg16 ]] && steps=100
-      timeout 120 gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set job.model=$PWD/jobs/models/$model.ini \
-        --set data.source=synthetic --set data.synthetic_train_samples=256 --set data.synthetic_test_samples=0 \
-        --set job.device=cuda --set job.cuda_graphs=$graphs --set train.batch_size=32 --steps $steps \
-        --metrics /tmp/gpu-run/steps_${model}_${graphs}_$round.json >>"$log" 2>&1
-      echo "$model graphs=$graphs round $round: exit $?" | tee -a "$log"
-    done
-  done
-done
-python3 - "$out/training_steps.json" <<'PY' 2>&1 | tee -a "$log"
-import json, os, statistics, sys
-summary = {}
-for model in ("lenet5", "vgg16"):
-    for graphs in ("false", "true"):
-        runs = [f"/tmp/gpu-run/steps_{model}_{graphs}_{r}.json" for r in (1, 2, 3)]
-        runs = [json.load(open(p)) for p in runs if os.path.exists(p)]
-        if not runs:
-            summary[f"{model}_graphs_{graphs}"] = "every run failed: see log.txt"
-            continue
-        summary[f"{model}_graphs_{graphs}"] = {
-            "runs": len(runs),
-            "median_ms_per_step": statistics.median(1e3 * m["train_seconds"] / m["steps"] for m in runs),
-            "median_samples_per_second": statistics.median(m["samples_per_second"] for m in runs)}
-json.dump(summary, open(sys.argv[1], "w"), indent=1)
-for k, v in summary.items():
-    print(k, v)
-PY
-
-section "layer profile of vgg16 on the GPU, and the plan it gives for 8 GPUs"
-# What the planner needs on a GPU cluster (docs/profiles.md); the plan's link
-# figures are an assumption (NVLink-class: 100 GB/s, 5 us), not measured.
-timeout 120 gpu-run/burstpool profile jobs/models/vgg16.ini --device cuda --batches 4,8,32 \
-  --out "$out/vgg16_profile_cuda.json" >>"$log" 2>&1
-echo "profile: exit $?" | tee -a "$log"
-timeout 60 gpu-run/burstpool plan jobs/models/vgg16.ini --profile "$out/vgg16_profile_cuda.json" --ranks 8 \
-  --global-batch 64 --amp-limit 2 --bandwidth 100 --latency 5 --out /tmp/gpu-run/vgg16_plan_8.json >>"$log" 2>&1
-echo "plan: exit $?" | tee -a "$log"
-
-section "sma learners on the GPU, auto-tuned: vgg_small, batch 32 per learner, one rank"
-# The learners of a rank side by side on the GPU, each with its own streams,
-# the SMA step on the GPU (docs/learners.md): the auto-tuner's trials
-# (learners, samples/s) are the figure.
-timeout 180 gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set job.model=$PWD/jobs/models/vgg_small.ini \
-  --set data.source=synthetic --set data.synthetic_train_samples=4096 --set data.synthetic_test_samples=0 \
-  --set job.device=cuda --set train.batch_size=32 --steps 400 --set train.log_every=50 --set sync.strategy=sma \
-  --set sync.learners=0 --set sync.max_learners=8 --set sync.autotune_steps=20 --set optimizer.nesterov=false \
-  --metrics "$out/learners_cuda.json" >>"$log" 2>&1
-echo "sma learners: exit $?" | tee -a "$log"
 
 section "multiplexing on one GPU, 2 ranks"
 # Small-VGG foreground (batch 32) with the "alternate" burst plan (each layer
@@ -134,10 +101,11 @@ for plan in alternate data_parallel; do
     -e "s|^job = background_vgg_small.ini|job = $mux/bg.ini|" jobs/multiplex/foreground_vgg_small.ini >"$mux/fg_$plan.ini"
   [[ $plan == data_parallel ]] && sed -i -e '/^\[parallel\]$/d' -e '/^plan = /d' "$mux/fg_$plan.ini"
   for run in alone shared; do
+    fits 30 "multiplex $plan $run" || continue
     extra=()
     [[ $run == alone ]] && extra=(--set background.job=none)
     (unset OMPI_MCA_mpi_yield_when_idle
-     timeout 240 mpirun -np 2 gpu-run/burstpool train "$mux/fg_$plan.ini" --set job.device=cuda --set train.steps=1000 \
+     timeout "$(limit 120)" mpirun -np 2 gpu-run/burstpool train "$mux/fg_$plan.ini" --set job.device=cuda --set train.steps=1000 \
        --set train.log_every=250 "${extra[@]}" --metrics "$mux/${plan}_$run.json") >>"$log" 2>&1
     echo "multiplex $plan $run: exit $?" | tee -a "$log"
   done
@@ -165,3 +133,62 @@ json.dump(summary, open(out, "w"), indent=1)
 for plan, s in summary.items():
     print(plan, s if isinstance(s, str) else {k: v for k, v in s.items() if k != "background"})
 PY
+
+section "training steps on one rank: LeNet-5 and vgg16 at batch 32, eager and CUDA graphs, 3 alternating rounds"
+# Whole training steps of burstpool itself (input upload, forward, backward,
+# SGD), beside the per-layer sums above; LeNet-5 is where launches weigh most.
+for model in lenet5 vgg16; do
+  for round in 1 2 3; do
+    for graphs in false true; do
+      fits 20 "$model graphs=$graphs round $round" || continue
+      steps=3000
+      [[ $model == vgg16 ]] && steps=100
+      timeout "$(limit 60)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set job.model=$PWD/jobs/models/$model.ini \
+        --set data.source=synthetic --set data.synthetic_train_samples=256 --set data.synthetic_test_samples=0 \
+        --set job.device=cuda --set job.cuda_graphs=$graphs --set train.batch_size=32 --steps $steps \
+        --metrics /tmp/gpu-run/steps_${model}_${graphs}_$round.json >>"$log" 2>&1
+      echo "$model graphs=$graphs round $round: exit $?" | tee -a "$log"
+    done
+  done
+done
+python3 - "$out/training_steps.json" <<'PY' 2>&1 | tee -a "$log"
+import json, os, statistics, sys
+summary = {}
+for model in ("lenet5", "vgg16"):
+    for graphs in ("false", "true"):
+        runs = [f"/tmp/gpu-run/steps_{model}_{graphs}_{r}.json" for r in (1, 2, 3)]
+        runs = [json.load(open(p)) for p in runs if os.path.exists(p)]
+        if not runs:
+            summary[f"{model}_graphs_{graphs}"] = "every run failed: see log.txt"
+            continue
+        summary[f"{model}_graphs_{graphs}"] = {
+            "runs": len(runs),
+            "median_ms_per_step": statistics.median(1e3 * m["train_seconds"] / m["steps"] for m in runs),
+            "median_samples_per_second": statistics.median(m["samples_per_second"] for m in runs)}
+json.dump(summary, open(sys.argv[1], "w"), indent=1)
+for k, v in summary.items():
+    print(k, v)
+PY
+
+section "sma learners on the GPU, auto-tuned: vgg_small, batch 32 per learner, one rank"
+# The learners of a rank side by side on the GPU, each with its own streams,
+# the SMA step on the GPU (docs/learners.md): the auto-tuner's trials
+# (learners, samples/s) are the figure.
+fits 60 "sma learners" &&
+  timeout "$(limit 150)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set job.model=$PWD/jobs/models/vgg_small.ini \
+  --set data.source=synthetic --set data.synthetic_train_samples=4096 --set data.synthetic_test_samples=0 \
+  --set job.device=cuda --set train.batch_size=32 --steps 400 --set train.log_every=50 --set sync.strategy=sma \
+  --set sync.learners=0 --set sync.max_learners=8 --set sync.autotune_steps=20 --set optimizer.nesterov=false \
+  --metrics "$out/learners_cuda.json" >>"$log" 2>&1
+echo "sma learners: exit $?" | tee -a "$log"
+
+section "layer profile of vgg16 on the GPU, and the plan it gives for 8 GPUs"
+# What the planner needs on a GPU cluster (docs/profiles.md); the plan's link
+# figures are an assumption (NVLink-class: 100 GB/s, 5 us), not measured.
+fits 30 "profile and plan" &&
+  timeout "$(limit 90)" gpu-run/burstpool profile jobs/models/vgg16.ini --device cuda --batches 4,8,32 \
+  --out "$out/vgg16_profile_cuda.json" >>"$log" 2>&1
+echo "profile: exit $?" | tee -a "$log"
+timeout "$(limit 60)" gpu-run/burstpool plan jobs/models/vgg16.ini --profile "$out/vgg16_profile_cuda.json" --ranks 8 \
+  --global-batch 64 --amp-limit 2 --bandwidth 100 --latency 5 --out /tmp/gpu-run/vgg16_plan_8.json >>"$log" 2>&1
+echo "plan: exit $?" | tee -a "$log"
