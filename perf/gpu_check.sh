@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# The GPU checks of issues #7 and #5 in one run, for a lent GPU machine:
-# the CUDA layers against their CPU twins, the per-layer vgg16 benchmark at
-# batch 32, PyTorch on the same GPU when it is installed there, and, with the
-# carried Open MPI, burstpool itself: tests/e2e/cuda_device.sh (GPU against
-# CPU, 2 ranks against 1 on the GPU, a burst plan, a background job on the
-# GPU), whole training steps of LeNet-5 and vgg16 with and without CUDA
-# graphs, the layer profile of vgg16 on the GPU and the plan it gives, sma
-# learners auto-tuned on the GPU, and the multiplexing figure (2 ranks sharing the GPU: a small-VGG foreground with a
-# burst plan and data parallel, a small-VGG background on the low-priority
-# stream). Needs
-# gpu-run/ from scripts/pack-gpu-run.sh, carried to the GPU machine.
-# Writes log.txt and the JSON results under OUTDIR (at most 8 files come back).
+# The GPU checks of issues #7 and #5 in one run, for a lent GPU machine, in
+# sections run most needed first:
+#   tests      the CUDA layers and model against their CPU twins;
+#   layers     the per-layer benchmark at batch 32 (LeNet-5's chosen cuDNN
+#              algorithms; vgg16 with heuristic and with measured algorithms)
+#              and PyTorch on the same GPU when it is installed there;
+#   e2e        tests/e2e/cuda_device.sh with the carried Open MPI (GPU against
+#              CPU, 2 ranks against 1 on the GPU, a burst plan, a background job);
+#   multiplex  2 ranks sharing the GPU: a small-VGG foreground with a burst
+#              plan and data parallel, a small-VGG background on the
+#              low-priority stream; and one rank with both jobs (one GPU each);
+#   steps      whole training steps of LeNet-5 and vgg16 (GPU_CHECK_STEP_MODELS),
+#              eager, with CUDA graphs, and vgg16 with measured algorithms;
+#   learners   sma learners auto-tuned on the GPU;
+#   profile    the layer profile of vgg16 on the GPU and the plan it gives.
+# GPU_CHECK_SECTIONS names the sections to run (default: all, in that order).
 # Every step has a timeout within one deadline (GPU_CHECK_SECONDS, default
-# 470 s from the start), so one hang cannot use up the lease: a section that
-# no longer fits is skipped and says so. The sections run most needed first
-# (the tests, the layer benchmark, the multiplexing figure). About 5 minutes
-# in all is expected on an H200.
+# 470 s from the start), so one hang cannot use up the lease: a part that no
+# longer fits is skipped and says so.
+# Needs gpu-run/ from scripts/pack-gpu-run.sh, carried to the GPU machine.
+# Writes log.txt and the JSON results under OUTDIR (at most 8 files come back).
 # Usage: perf/gpu_check.sh OUTDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,71 +57,123 @@ echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >>"$log"
 ldd gpu-run/burstpool_cuda_tests gpu-run/burstpool | grep -E "not found|cud|nccl|cublas" >>"$log"
 nvidia-smi >>"$log" 2>&1
 
-section "CUDA tests"
-timeout "$(limit 180)" gpu-run/burstpool_cuda_tests --gtest_output=json:"$out/cuda_tests.json" >>"$log" 2>&1
-echo "cuda tests: exit $?" | tee -a "$log"
+check_tests() {
+  section "CUDA tests"
+  timeout "$(limit 180)" gpu-run/burstpool_cuda_tests --gtest_output=json:"$out/cuda_tests.json" >>"$log" 2>&1
+  echo "cuda tests: exit $?" | tee -a "$log"
+}
 
-section "vgg16 layers, batch 32"
-timeout "$(limit 120)" gpu-run/bp_gpu_layers jobs/models/vgg16.ini --batch 32 --repeats 20 --out "$out/vgg16_layers.json" >>"$log" 2>&1
-rc=$?
-tail -1 "$log"  # the benchmark's summary line
-echo "layer benchmark: exit $rc" | tee -a "$log"
-if python3 -c "import torch" 2>/dev/null; then
-  timeout "$(limit 150)" python3 perf/torch_gpu_peer.py jobs/models/vgg16.ini --batch 32 >"$out/torch_vgg16.json" 2>>"$log"
-  cat "$out/torch_vgg16.json"
-else
-  echo "no PyTorch on this machine" | tee "$out/torch_vgg16.json"
-fi
-
-section "Open MPI"
-# Added to / without replacing any file there; the paths are all under /usr and /etc.
-tar -C / --skip-old-files --keep-directory-symlink -xJf gpu-run/mpi-root.tar.xz 2>>"$log"
-ldconfig
-ln -sf /usr/bin/orterun /tmp/gpu-run/bin/mpirun
-cp gpu-run/h5diff /tmp/gpu-run/bin/
-# Shared memory between the ranks without cross-memory attach (containers often forbid it).
-export PATH=/tmp/gpu-run/bin:$PATH OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-  OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none \
-  OMPI_MCA_mca_base_component_show_load_errors=0
-timeout "$(limit 60)" mpirun -np 2 hostname >>"$log" 2>&1
-echo "mpirun: exit $?" | tee -a "$log"
-
-section "e2e cuda_device"
-fits 60 "e2e cuda_device" &&
-  timeout "$(limit 240)" bash tests/e2e/cuda_device.sh gpu-run/burstpool . >>"$log" 2>&1
-echo "e2e cuda_device: exit $?" | tee -a "$log"
-
-section "multiplexing on one GPU, 2 ranks"
-# Small-VGG foreground (batch 32) with the "alternate" burst plan (each layer
-# on one rank, the ranks taking turns) and data parallel, each alone and with
-# a data-parallel small-VGG background (batch 64) on the GPU's least-priority
-# stream; as perf/multiplex.py does on CPUs.
-mux=/tmp/gpu-run/mux
-sed -e "s|^model = ../models/|model = $PWD/jobs/models/|" -e 's/^\[job\]$/[job]\ndevice = cuda/' \
-  jobs/multiplex/background_vgg_small.ini >"$mux/bg.ini"
-for plan in alternate data_parallel; do
-  sed -e "s|^model = ../models/|model = $PWD/jobs/models/|" \
-    -e "s|^plan = .*|plan = $PWD/jobs/multiplex/vgg_small_alternate_2ranks.json|" \
-    -e "s|^job = background_vgg_small.ini|job = $mux/bg.ini|" jobs/multiplex/foreground_vgg_small.ini >"$mux/fg_$plan.ini"
-  [[ $plan == data_parallel ]] && sed -i -e '/^\[parallel\]$/d' -e '/^plan = /d' "$mux/fg_$plan.ini"
-  for run in alone shared; do
-    fits 30 "multiplex $plan $run" || continue
-    extra=()
-    [[ $run == alone ]] && extra=(--set background.job=none)
-    (unset OMPI_MCA_mpi_yield_when_idle
-     timeout "$(limit 120)" mpirun -np 2 gpu-run/burstpool train "$mux/fg_$plan.ini" --set job.device=cuda --set train.steps=1000 \
-       --set train.log_every=250 "${extra[@]}" --metrics "$mux/${plan}_$run.json") >>"$log" 2>&1
-    echo "multiplex $plan $run: exit $?" | tee -a "$log"
+check_layers() {
+  section "LeNet-5's cuDNN algorithms at batch 32 and 16 (log only)"
+  local batch how rc
+  for batch in 32 16; do
+    timeout "$(limit 60)" gpu-run/bp_gpu_layers jobs/models/lenet5.ini --batch $batch --repeats 3 2>&1 |
+      grep -E "^conv|^step" >>"$log"
   done
-done
-python3 - "$mux" "$out/multiplex.json" <<'PY' 2>&1 | tee -a "$log"
+  for how in heuristic measured; do
+    section "vgg16 layers, batch 32, $how cuDNN algorithms"
+    local suffix=
+    [[ $how == measured ]] && suffix=_measured
+    timeout "$(limit 120)" gpu-run/bp_gpu_layers jobs/models/vgg16.ini --batch 32 --repeats 20 --algorithms $how \
+      --out "$out/vgg16_layers$suffix.json" >>"$log" 2>&1
+    rc=$?
+    tail -1 "$log"  # the benchmark's summary line
+    echo "layer benchmark ($how): exit $rc" | tee -a "$log"
+  done
+  if python3 -c "import torch" 2>/dev/null; then
+    timeout "$(limit 150)" python3 perf/torch_gpu_peer.py jobs/models/vgg16.ini --batch 32 >"$out/torch_vgg16.json" 2>>"$log"
+    cat "$out/torch_vgg16.json"
+  else
+    echo "no PyTorch on this machine" | tee "$out/torch_vgg16.json"
+  fi
+}
+
+mpi_ready=
+setup_mpi() {
+  [[ -n $mpi_ready ]] && return
+  mpi_ready=1
+  section "Open MPI"
+  # Added to / without replacing any file there; the paths are all under /usr and /etc.
+  tar -C / --skip-old-files --keep-directory-symlink -xJf gpu-run/mpi-root.tar.xz 2>>"$log"
+  ldconfig
+  ln -sf /usr/bin/orterun /tmp/gpu-run/bin/mpirun
+  cp gpu-run/h5diff /tmp/gpu-run/bin/
+  # Shared memory between the ranks without cross-memory attach (containers often forbid it).
+  export PATH=/tmp/gpu-run/bin:$PATH OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none \
+    OMPI_MCA_mca_base_component_show_load_errors=0
+  timeout "$(limit 60)" mpirun -np 2 hostname >>"$log" 2>&1
+  echo "mpirun: exit $?" | tee -a "$log"
+}
+
+check_e2e() {
+  setup_mpi
+  section "e2e cuda_device"
+  fits 60 "e2e cuda_device" &&
+    timeout "$(limit 240)" bash tests/e2e/cuda_device.sh gpu-run/burstpool . >>"$log" 2>&1
+  echo "e2e cuda_device: exit $?" | tee -a "$log"
+  grep -E "largest weight difference|multiplexing:" "$log" | tail -20
+  section "LeNet-5 at batch 32, GPU against CPU after 1, 5 and 20 steps (log only)"
+  # How the difference grows with the steps: rounding alone starts near 1e-7.
+  local steps how d=/tmp/gpu-run/growth
+  mkdir -p $d
+  for steps in 1 5 20; do
+    fits 20 "growth after $steps steps" || break
+    local common=(--set job.model=$PWD/jobs/models/lenet5.ini --set job.seed=2 --set data.source=synthetic
+                  --set data.synthetic_train_samples=256 --set data.synthetic_test_samples=0 --set train.batch_size=32
+                  --set optimizer.lr=0.02 --set optimizer.nesterov=true --steps $steps)
+    timeout "$(limit 60)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini "${common[@]}" --checkpoint $d/cpu_$steps.h5 \
+      >/dev/null 2>>"$log"
+    for how in heuristic measured; do
+      if ! timeout "$(limit 60)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini "${common[@]}" --set job.device=cuda \
+        --set job.cudnn_algorithms=$how --checkpoint $d/${how}_$steps.h5 >/dev/null 2>>"$log"; then
+        echo "$steps steps, $how: the GPU run failed" | tee -a "$log"
+        continue
+      fi
+      h5diff -r $d/cpu_$steps.h5 $d/${how}_$steps.h5 /weights /weights >$d/report.txt
+      echo "$steps steps, $how: largest weight difference $(awk '/^\[/ {d = $NF < 0 ? -$NF : $NF; if (d > m) m = d} END {print m + 0}' $d/report.txt)" | tee -a "$log"
+    done
+  done
+}
+
+check_multiplex() {
+  setup_mpi
+  section "multiplexing on one GPU: 2 ranks sharing it, and one rank"
+  # Small-VGG foreground (batch 32) with the "alternate" burst plan (each layer
+  # on one rank, the ranks taking turns) and data parallel on 2 ranks, and data
+  # parallel on one rank; each alone and with a data-parallel small-VGG
+  # background (batch 64) on the GPU's least-priority stream, as
+  # perf/multiplex.py does on CPUs. Two ranks on one GPU are two processes,
+  # whose work the GPU time-slices: stream priorities order work only within
+  # a process, as on one rank.
+  local mux=/tmp/gpu-run/mux plan run ranks extra
+  sed -e "s|^model = ../models/|model = $PWD/jobs/models/|" -e 's/^\[job\]$/[job]\ndevice = cuda/' \
+    jobs/multiplex/background_vgg_small.ini >"$mux/bg.ini"
+  for plan in alternate data_parallel one_rank; do
+    sed -e "s|^model = ../models/|model = $PWD/jobs/models/|" \
+      -e "s|^plan = .*|plan = $PWD/jobs/multiplex/vgg_small_alternate_2ranks.json|" \
+      -e "s|^job = background_vgg_small.ini|job = $mux/bg.ini|" jobs/multiplex/foreground_vgg_small.ini >"$mux/fg_$plan.ini"
+    [[ $plan != alternate ]] && sed -i -e '/^\[parallel\]$/d' -e '/^plan = /d' "$mux/fg_$plan.ini"
+    ranks=2
+    [[ $plan == one_rank ]] && ranks=1
+    for run in alone shared; do
+      fits 30 "multiplex $plan $run" || continue
+      extra=()
+      [[ $run == alone ]] && extra=(--set background.job=none)
+      (unset OMPI_MCA_mpi_yield_when_idle
+       timeout "$(limit 120)" mpirun -np $ranks gpu-run/burstpool train "$mux/fg_$plan.ini" --set job.device=cuda \
+         --set train.steps=1000 --set train.log_every=250 "${extra[@]}" --metrics "$mux/${plan}_$run.json") >>"$log" 2>&1
+      echo "multiplex $plan $run: exit $?" | tee -a "$log"
+    done
+  done
+  python3 - "$mux" "$out/multiplex.json" <<'PY' 2>&1 | tee -a "$log"
 import json, os, sys
 mux, out = sys.argv[1], sys.argv[2]
 summary = {}
-for plan in ("alternate", "data_parallel"):
+for plan in ("alternate", "data_parallel", "one_rank"):
     paths = [f"{mux}/{plan}_{run}.json" for run in ("alone", "shared")]
     if not all(os.path.exists(p) for p in paths):
-        summary[plan] = "a run failed: see log.txt"
+        summary[plan] = "a run failed or was skipped: see log.txt"
         continue
     alone, shared = (json.load(open(p)) for p in paths)
     summary[plan] = {
@@ -133,62 +189,76 @@ json.dump(summary, open(out, "w"), indent=1)
 for plan, s in summary.items():
     print(plan, s if isinstance(s, str) else {k: v for k, v in s.items() if k != "background"})
 PY
+}
 
-section "training steps on one rank: LeNet-5 and vgg16 at batch 32, eager and CUDA graphs, 3 alternating rounds"
-# Whole training steps of burstpool itself (input upload, forward, backward,
-# SGD), beside the per-layer sums above; LeNet-5 is where launches weigh most.
-for model in lenet5 vgg16; do
-  for round in 1 2 3; do
-    for graphs in false true; do
-      fits 20 "$model graphs=$graphs round $round" || continue
-      steps=3000
-      [[ $model == vgg16 ]] && steps=100
-      timeout "$(limit 60)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set job.model=$PWD/jobs/models/$model.ini \
-        --set data.source=synthetic --set data.synthetic_train_samples=256 --set data.synthetic_test_samples=0 \
-        --set job.device=cuda --set job.cuda_graphs=$graphs --set train.batch_size=32 --steps $steps \
-        --metrics /tmp/gpu-run/steps_${model}_${graphs}_$round.json >>"$log" 2>&1
-      echo "$model graphs=$graphs round $round: exit $?" | tee -a "$log"
+check_steps() {
+  section "training steps on one rank at batch 32: eager, CUDA graphs, vgg16 also with measured algorithms; 3 alternating rounds"
+  # Whole training steps of burstpool itself (input upload, forward, backward,
+  # SGD), beside the per-layer sums above; LeNet-5 is where launches weigh most.
+  local model round variant steps
+  for model in ${GPU_CHECK_STEP_MODELS:-lenet5 vgg16}; do
+    for round in 1 2 3; do
+      local variants=(eager graphs)
+      [[ $model == vgg16 ]] && variants+=(graphs_measured)
+      for variant in "${variants[@]}"; do
+        fits 20 "$model $variant round $round" || continue
+        steps=3000
+        [[ $model == vgg16 ]] && steps=100
+        local how=heuristic graphs=true
+        [[ $variant == eager ]] && graphs=false
+        [[ $variant == graphs_measured ]] && how=measured
+        timeout "$(limit 60)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set job.model=$PWD/jobs/models/$model.ini \
+          --set data.source=synthetic --set data.synthetic_train_samples=256 --set data.synthetic_test_samples=0 \
+          --set job.device=cuda --set job.cuda_graphs=$graphs --set job.cudnn_algorithms=$how --set train.batch_size=32 \
+          --steps $steps --metrics /tmp/gpu-run/steps_${model}_${variant}_$round.json >>"$log" 2>&1
+        echo "$model $variant round $round: exit $?" | tee -a "$log"
+      done
     done
   done
-done
-python3 - "$out/training_steps.json" <<'PY' 2>&1 | tee -a "$log"
-import json, os, statistics, sys
+  python3 - "$out/training_steps.json" <<'PY' 2>&1 | tee -a "$log"
+import glob, json, os, re, statistics, sys
 summary = {}
-for model in ("lenet5", "vgg16"):
-    for graphs in ("false", "true"):
-        runs = [f"/tmp/gpu-run/steps_{model}_{graphs}_{r}.json" for r in (1, 2, 3)]
-        runs = [json.load(open(p)) for p in runs if os.path.exists(p)]
-        if not runs:
-            summary[f"{model}_graphs_{graphs}"] = "every run failed: see log.txt"
-            continue
-        summary[f"{model}_graphs_{graphs}"] = {
-            "runs": len(runs),
-            "median_ms_per_step": statistics.median(1e3 * m["train_seconds"] / m["steps"] for m in runs),
-            "median_samples_per_second": statistics.median(m["samples_per_second"] for m in runs)}
+for path in sorted(glob.glob("/tmp/gpu-run/steps_*_1.json") + glob.glob("/tmp/gpu-run/steps_*_[23].json")):
+    key = re.match(r".*/steps_(.+)_\d\.json", path).group(1)
+    summary.setdefault(key, []).append(json.load(open(path)))
+for key, runs in summary.items():
+    summary[key] = {
+        "runs": len(runs),
+        "median_ms_per_step": statistics.median(1e3 * m["train_seconds"] / m["steps"] for m in runs),
+        "median_samples_per_second": statistics.median(m["samples_per_second"] for m in runs)}
 json.dump(summary, open(sys.argv[1], "w"), indent=1)
 for k, v in summary.items():
     print(k, v)
 PY
+}
 
-section "sma learners on the GPU, auto-tuned: vgg_small, batch 32 per learner, one rank"
-# The learners of a rank side by side on the GPU, each with its own streams,
-# the SMA step on the GPU (docs/learners.md): the auto-tuner's trials
-# (learners, samples/s) are the figure.
-fits 60 "sma learners" &&
-  timeout "$(limit 150)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set job.model=$PWD/jobs/models/vgg_small.ini \
-  --set data.source=synthetic --set data.synthetic_train_samples=4096 --set data.synthetic_test_samples=0 \
-  --set job.device=cuda --set train.batch_size=32 --steps 400 --set train.log_every=50 --set sync.strategy=sma \
-  --set sync.learners=0 --set sync.max_learners=8 --set sync.autotune_steps=20 --set optimizer.nesterov=false \
-  --metrics "$out/learners_cuda.json" >>"$log" 2>&1
-echo "sma learners: exit $?" | tee -a "$log"
+check_learners() {
+  section "sma learners on the GPU, auto-tuned: vgg_small, batch 32 per learner, one rank"
+  # The learners of a rank side by side on the GPU, each with its own streams,
+  # the SMA step on the GPU (docs/learners.md): the auto-tuner's trials
+  # (learners, samples/s) are the figure.
+  fits 60 "sma learners" &&
+    timeout "$(limit 150)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set job.model=$PWD/jobs/models/vgg_small.ini \
+    --set data.source=synthetic --set data.synthetic_train_samples=4096 --set data.synthetic_test_samples=0 \
+    --set job.device=cuda --set train.batch_size=32 --steps 400 --set train.log_every=50 --set sync.strategy=sma \
+    --set sync.learners=0 --set sync.max_learners=8 --set sync.autotune_steps=20 --set optimizer.nesterov=false \
+    --metrics "$out/learners_cuda.json" >>"$log" 2>&1
+  echo "sma learners: exit $?" | tee -a "$log"
+}
 
-section "layer profile of vgg16 on the GPU, and the plan it gives for 8 GPUs"
-# What the planner needs on a GPU cluster (docs/profiles.md); the plan's link
-# figures are an assumption (NVLink-class: 100 GB/s, 5 us), not measured.
-fits 30 "profile and plan" &&
+check_profile() {
+  section "layer profile of vgg16 on the GPU, and the plan it gives for 8 GPUs"
+  # What the planner needs on a GPU cluster (docs/profiles.md); the plan's link
+  # figures are an assumption (NVLink-class: 100 GB/s, 5 us), not measured.
+  fits 30 "profile and plan" || return
   timeout "$(limit 90)" gpu-run/burstpool profile jobs/models/vgg16.ini --device cuda --batches 4,8,32 \
-  --out "$out/vgg16_profile_cuda.json" >>"$log" 2>&1
-echo "profile: exit $?" | tee -a "$log"
-timeout "$(limit 60)" gpu-run/burstpool plan jobs/models/vgg16.ini --profile "$out/vgg16_profile_cuda.json" --ranks 8 \
-  --global-batch 64 --amp-limit 2 --bandwidth 100 --latency 5 --out /tmp/gpu-run/vgg16_plan_8.json >>"$log" 2>&1
-echo "plan: exit $?" | tee -a "$log"
+    --out "$out/vgg16_profile_cuda.json" >>"$log" 2>&1
+  echo "profile: exit $?" | tee -a "$log"
+  timeout "$(limit 60)" gpu-run/burstpool plan jobs/models/vgg16.ini --profile "$out/vgg16_profile_cuda.json" --ranks 8 \
+    --global-batch 64 --amp-limit 2 --bandwidth 100 --latency 5 --out /tmp/gpu-run/vgg16_plan_8.json >>"$log" 2>&1
+  echo "plan: exit $?" | tee -a "$log"
+}
+
+for name in ${GPU_CHECK_SECTIONS:-tests layers e2e multiplex steps learners profile}; do
+  "check_$name"
+done

@@ -1,11 +1,14 @@
-// bp_gpu_layers MODEL.ini [--batch 32] [--repeats 20] [--out FILE.json]
+// bp_gpu_layers MODEL.ini [--batch 32] [--repeats 20] [--algorithms heuristic|measured] [--out FILE.json]
 //
 // Forward and backward time of every layer of a model on the GPU, through the
 // CUDA layer twins (layers/cuda), at one batch size: per layer and per step
 // (the sum), median of `repeats` after 3 warm-up runs, timed with CUDA events
 // on the foreground stream; convolutions also in TFLOP/s (2 x multiply-adds,
-// backward counted as 2 x forward). fp32 throughout: cuBLAS pedantic math and
-// cuDNN FMA math, no TF32. Built with the CUDA backend only; for the issue's
+// backward counted as 2 x forward, 1 x for a convolution of the data, which
+// needs no input gradient, as in a training step). fp32 throughout: cuBLAS
+// pedantic math and cuDNN FMA math, no TF32. cuDNN's convolution algorithms
+// are chosen as [job] cudnn_algorithms says (--algorithms; deterministic ones
+// only) and listed. Built with the CUDA backend only; for the issue's
 // vgg16-at-batch-32 comparison with PyTorch (perf/torch_gpu_peer.py).
 #include <cuda_runtime.h>
 
@@ -33,6 +36,8 @@ namespace {
 struct Timed {
   std::function<void()> forward, backward;
   double flops = 0;  // forward multiply-adds x 2, whole batch
+  int passes = 3;     // forward's flops in forward + backward: 3, or 2 without an input gradient
+  std::string algorithms;  // a convolution's cuDNN algorithms
 };
 
 float* device_floats(cuda::Context& ctx, size_t n, std::vector<void*>& owned) {
@@ -68,16 +73,23 @@ double median_ms(cuda::Context& ctx, const std::function<void()>& f, int repeats
 
 int main(int argc, char** argv) {
   try {
-    if (argc < 2) throw Error("usage: bp_gpu_layers MODEL.ini [--batch 32] [--repeats 20] [--out FILE.json]");
+    if (argc < 2)
+      throw Error(
+          "usage: bp_gpu_layers MODEL.ini [--batch 32] [--repeats 20] [--algorithms heuristic|measured] "
+          "[--out FILE.json]");
     int batch = 32, repeats = 20;
-    std::string out_path;
+    std::string out_path, algorithms = "heuristic";
     for (int i = 2; i + 1 < argc; i += 2) {
       const std::string flag = argv[i];
       if (flag == "--batch") batch = std::stoi(argv[i + 1]);
       else if (flag == "--repeats") repeats = std::stoi(argv[i + 1]);
       else if (flag == "--out") out_path = argv[i + 1];
+      else if (flag == "--algorithms") algorithms = argv[i + 1];
       else throw Error("unknown option " + flag);
     }
+    if (algorithms != "heuristic" && algorithms != "measured")
+      throw Error("--algorithms " + algorithms + ": heuristic or measured");
+    const auto how = algorithms == "measured" ? cuda::ConvAlgorithms::measured : cuda::ConvAlgorithms::heuristic;
     const ModelSpec spec = load_model_spec(argv[1]);
     cuda::Context ctx(0);
     cudaStream_t s = ctx.stream(StreamRole::foreground);
@@ -102,6 +114,8 @@ int main(int argc, char** argv) {
       if (l.type == "input") continue;
       const Shape in = in_shapes[0].with_batch(batch);
       float* x = outs.at(l.inputs[0]);
+      // Fed by the data: no input gradient in a training step (a convolution skips it).
+      const bool from_data = spec.layers[spec.find(l.inputs[0])].type == "input";
       float* dy = device_floats(ctx, out_n, owned);
       float* dx = device_floats(ctx, in.count(), owned);
       std::vector<float*> p, g;
@@ -117,12 +131,17 @@ int main(int argc, char** argv) {
         std::tie(geo.kh, geo.kw) = r.require_pair("kernel");
         std::tie(geo.sh, geo.sw) = r.get_pair("stride", {1, 1});
         std::tie(geo.ph, geo.pw) = r.get_pair("padding", {0, 0});
-        convs.push_back(std::make_unique<cuda::CudnnConv>(ctx.cudnn(), geo));
+        convs.push_back(std::make_unique<cuda::CudnnConv>(ctx.cudnn(), geo, how));
         cuda::CudnnConv* conv = convs.back().get();
         const bool bias = p.size() > 1;
+        float* conv_dx = from_data ? nullptr : dx;
         t.forward = [=, &ctx] { conv->forward(x, p[0], bias ? p[1] : nullptr, y, ctx.allocator(), s); };
-        t.backward = [=, &ctx] { conv->backward(x, p[0], dy, g[0], bias ? g[1] : nullptr, dx, false, ctx.allocator(), s); };
+        t.backward = [=, &ctx] {
+          conv->backward(x, p[0], dy, g[0], bias ? g[1] : nullptr, conv_dx, false, ctx.allocator(), s);
+        };
         t.flops = 2.0 * batch * out.per_sample() * geo.c * geo.kh * geo.kw;
+        t.passes = from_data ? 2 : 3;
+        t.algorithms = conv->algorithms();
       } else if (l.type == "maxpool2d" || l.type == "avgpool2d") {
         cuda::Geometry2d geo;
         geo.n = batch, geo.c = in.c, geo.h = in.h, geo.w = in.w, geo.oc = in.c;
@@ -167,11 +186,13 @@ int main(int argc, char** argv) {
       total_fwd += f;
       total_bwd += b;
       nlohmann::json row = {{"layer", l.name}, {"type", l.type}, {"forward_ms", f}, {"backward_ms", b}};
-      if (t.flops > 0) row["tflops"] = 3.0 * t.flops / ((f + b) * 1e-3) / 1e12;
-      if (l.type == "conv2d") conv_flops += 3.0 * t.flops, conv_ms += f + b;
+      if (t.flops > 0) row["tflops"] = t.passes * t.flops / ((f + b) * 1e-3) / 1e12;
+      if (l.type == "conv2d") conv_flops += t.passes * t.flops, conv_ms += f + b;
+      if (!t.algorithms.empty()) row["algorithms"] = t.algorithms;
       rows.push_back(row);
-      std::printf("%-12s %-22s fwd %8.3f ms  bwd %8.3f ms%s\n", l.name.c_str(), l.type.c_str(), f, b,
-                  t.flops > 0 ? fmt::format("  {:.1f} TFLOP/s", row["tflops"].get<double>()).c_str() : "");
+      std::printf("%-12s %-22s fwd %8.3f ms  bwd %8.3f ms%s%s\n", l.name.c_str(), l.type.c_str(), f, b,
+                  t.flops > 0 ? fmt::format("  {:.1f} TFLOP/s", row["tflops"].get<double>()).c_str() : "",
+                  t.algorithms.empty() ? "" : ("  " + t.algorithms).c_str());
     }
     std::printf("step (sum of layers): forward %.3f ms, backward %.3f ms, total %.3f ms at batch %d; "
                 "convolutions %.1f TFLOP/s\n",
@@ -181,7 +202,8 @@ int main(int argc, char** argv) {
                                                 {"layers", rows},           {"forward_ms", total_fwd},
                                                 {"backward_ms", total_bwd}, {"step_ms", total_fwd + total_bwd},
                                                 {"conv_tflops", conv_flops / (conv_ms * 1e-3) / 1e12},
-                                                {"math", "fp32 (no TF32)"}}
+                                                {"math", "fp32 (no TF32)"},
+                                                {"cudnn_algorithms", algorithms}}
                                      .dump(1);
     }
     for (void* ptr : owned) ctx.allocator().deallocate(ptr);

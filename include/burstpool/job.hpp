@@ -52,6 +52,7 @@ struct JobConfig {
   uint64_t seed = 1;
   std::string device = "cpu";
   bool cuda_graphs = false;  // [job] cuda_graphs
+  bool measure_conv_algorithms = false;  // [job] cudnn_algorithms = measured
   int threads = 0;  // 0: automatic
 
   // [data]

@@ -1,5 +1,7 @@
 // Convolution and pooling through cuDNN (layers/cuda/kernels.hpp).
+#include <iterator>
 #include <memory>
+#include <string>
 
 #include "../../src/cuda/check.hpp"
 #include "burstpool/allocator.hpp"
@@ -38,7 +40,7 @@ auto chosen_algorithm(const Perf* perf, int found, const char* what) {
 
 }  // namespace
 
-CudnnConv::CudnnConv(cudnnHandle_t handle, const Geometry2d& g) : handle_(handle) {
+CudnnConv::CudnnConv(cudnnHandle_t handle, const Geometry2d& g, ConvAlgorithms how) : handle_(handle) {
   x_ = tensor(g.n, g.c, g.h, g.w);
   y_ = tensor(g.n, g.oc, g.oh(), g.ow());
   bias_ = tensor(1, g.oc, 1, 1);
@@ -49,19 +51,36 @@ CudnnConv::CudnnConv(cudnnHandle_t handle, const Geometry2d& g) : handle_(handle
   BP_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, g.ph, g.pw, g.sh, g.sw, 1, 1, CUDNN_CROSS_CORRELATION,
                                                  CUDNN_DATA_FLOAT));
   BP_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH));  // fp32, no TF32
+  // Both rankings list the candidates best first: by cuDNN's heuristics, or by
+  // time when measured (cuDNN allocates and times on buffers of its own).
+  const bool measured = how == ConvAlgorithms::measured;
   int found = 0;
   cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  BP_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle_, x_, w_, conv_, y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                        &found, fwd));
+  BP_CUDNN_CHECK((measured ? cudnnFindConvolutionForwardAlgorithm : cudnnGetConvolutionForwardAlgorithm_v7)(
+      handle_, x_, w_, conv_, y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, fwd));
   fwd_ = chosen_algorithm(fwd, found, "forward");
   cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  BP_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, w_, y_, conv_, x_,
-                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, data));
+  BP_CUDNN_CHECK((measured ? cudnnFindConvolutionBackwardDataAlgorithm : cudnnGetConvolutionBackwardDataAlgorithm_v7)(
+      handle_, w_, y_, conv_, x_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, data));
   bwd_data_ = chosen_algorithm(data, found, "backward-data");
   cudnnConvolutionBwdFilterAlgoPerf_t filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  BP_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, x_, y_, conv_, w_,
-                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, filter));
+  BP_CUDNN_CHECK(
+      (measured ? cudnnFindConvolutionBackwardFilterAlgorithm : cudnnGetConvolutionBackwardFilterAlgorithm_v7)(
+          handle_, x_, y_, conv_, w_, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, filter));
   bwd_filter_ = chosen_algorithm(filter, found, "backward-filter");
+}
+
+std::string CudnnConv::algorithms() const {
+  static const char* const forward[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
+                                        "FFT",           "FFT_TILING",            "WINOGRAD", "WINOGRAD_NONFUSED"};
+  static const char* const data[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  static const char* const filter[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED",
+                                       "FFT_TILING"};
+  auto name = [](const auto& names, int algo) {
+    return algo >= 0 && algo < static_cast<int>(std::size(names)) ? std::string(names[algo]) : std::to_string(algo);
+  };
+  return "forward " + name(forward, fwd_) + ", data " + name(data, bwd_data_) + ", filter " +
+         name(filter, bwd_filter_);
 }
 
 CudnnConv::~CudnnConv() {

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace burstpool::cuda {
 
@@ -51,9 +52,19 @@ struct Geometry2d {
   int ow() const { return (w + 2 * pw - kw) / sw + 1; }
 };
 
+// How a convolution's algorithms are chosen, once per shape. Both take
+// deterministic algorithms only, where cuDNN has one, so each step's sums are
+// the same bits on every run of that algorithm.
+enum class ConvAlgorithms {
+  heuristic,  // cuDNN's heuristic ranking: the same choice on every run, so runs repeat bit for bit
+  measured,   // each candidate timed once (cudnnFind*, as PyTorch's cudnn.benchmark): faster, but the
+              // choice can change from run to run with the timings, and the bits with it
+};
+
 class CudnnConv {
  public:
-  CudnnConv(cudnnHandle_t handle, const Geometry2d& g);  // chooses algorithms once for this shape
+  // Chooses the forward, backward-data and backward-filter algorithms for this shape.
+  CudnnConv(cudnnHandle_t handle, const Geometry2d& g, ConvAlgorithms how = ConvAlgorithms::heuristic);
   ~CudnnConv();
   CudnnConv(const CudnnConv&) = delete;
   CudnnConv& operator=(const CudnnConv&) = delete;
@@ -63,6 +74,8 @@ class CudnnConv {
   // dweight, dbias overwritten; dx (may be null) overwritten or accumulated.
   void backward(const float* x, const float* weight, const float* dy, float* dweight, float* dbias, float* dx,
                 bool accumulate, burstpool::CachingAllocator& memory, cudaStream_t stream);
+  // The chosen algorithms, as "forward IMPLICIT_PRECOMP_GEMM, data ALGO_1, filter ALGO_1".
+  std::string algorithms() const;
 
  private:
   cudnnHandle_t handle_;

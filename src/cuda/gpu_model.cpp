@@ -427,7 +427,7 @@ void GpuModel::launch_forward(int i, const burstpool::Context& ctx) {
   if (type == "conv2d") {
     const Geometry2d geo = v.geometry();
     auto& conv = convs_[{i, n}];
-    if (!conv) conv = std::make_unique<CudnnConv>(ctx_.cudnn(), geo);
+    if (!conv) conv = std::make_unique<CudnnConv>(ctx_.cudnn(), geo, conv_algorithms_);
     conv->forward(x, p, v.bias(p, geo.weights()), y, ctx_.allocator(), stream_);
   } else if (type == "maxpool2d" || type == "avgpool2d") {
     auto& pool = pools_[{i, n}];
@@ -579,6 +579,8 @@ std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank, const
   const StreamRole work = options.background ? StreamRole::background : StreamRole::foreground;
   auto gpu = std::make_unique<cuda::GpuModel>(model, std::make_unique<cuda::Context>(local_rank, work));
   gpu->set_graphs(options.graphs);
+  gpu->set_conv_algorithms(options.measure_conv_algorithms ? cuda::ConvAlgorithms::measured
+                                                           : cuda::ConvAlgorithms::heuristic);
   return gpu;
 }
 

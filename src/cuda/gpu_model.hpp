@@ -84,6 +84,7 @@ class GpuModel final : public DeviceModel {
   void set_before_layer(std::function<void()> hook) override { before_layer_ = std::move(hook); }
   bool uses_nccl() const { return nccl_ != nullptr; }
   void set_graphs(bool on) { graphs_ = on; }
+  void set_conv_algorithms(ConvAlgorithms how) { conv_algorithms_ = how; }  // for convolutions set up from now on
   void to_host(float* velocity) override;
   void from_host(const float* velocity) override;
   std::string describe() const override;
@@ -165,6 +166,7 @@ class GpuModel final : public DeviceModel {
   bool nccl_transport_ = false, host_transport_ = false;  // what transport() found (for describe)
 
   bool graphs_ = false;
+  ConvAlgorithms conv_algorithms_ = ConvAlgorithms::heuristic;
   bool has_batchnorm_ = false;
   std::map<int, StepGraphs> graphs_by_batch_;
   size_t allocator_releases_ = 0;  // the allocator's count the graphs were captured under

@@ -3,6 +3,7 @@
 // output, parameter gradients, input gradients and batch-norm running
 // statistics. Tolerance |gpu - cpu| <= 1e-4 (1 + |cpu|) (fp32 both sides;
 // cuDNN in FMA math, no TF32). Skipped without a GPU.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -75,7 +76,7 @@ struct CpuRun {
 };
 
 class CudaTwin : public ::testing::Test {
- protected:
+ public:  // for the helpers below
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
     ctx = std::make_unique<cuda::Context>(0);
@@ -94,25 +95,40 @@ cuda::Geometry2d geometry(const Shape& in, int oc, int k, int stride, int pad) {
   return g;
 }
 
+// One convolution on the GPU against the CPU layer, with algorithms chosen `how`.
+void check_conv(CudaTwin& t, const Shape& in, int oc, int k, int stride, int pad, cuda::ConvAlgorithms how) {
+  CpuRun cpu({"conv2d", Attrs{{"out_channels", std::to_string(oc)}, {"kernel", std::to_string(k)},
+                              {"stride", std::to_string(stride)}, {"padding", std::to_string(pad)}},
+              {in}});
+  const LayerRig& r = cpu.rig;
+  cuda::CudnnConv conv(t.ctx->cudnn(), geometry(in, oc, k, stride, pad), how);
+  SCOPED_TRACE(fmt::format("input {}x{}x{}x{}, {} outputs, kernel {}, stride {}, padding {}: {}", in.n, in.c, in.h,
+                           in.w, oc, k, stride, pad, conv.algorithms()));
+  Device& dev = t.dev;
+  float *x = dev.put(r.inputs[0]), *w = dev.put(r.params[0]), *b = dev.put(r.params[1]);
+  float *y = dev.get<float>(r.out.size()), *dy = dev.put(r.weights_r);
+  float *dw = dev.get<float>(r.params[0].size()), *db = dev.get<float>(r.params[1].size()),
+        *dx = dev.get<float>(r.inputs[0].size());
+  conv.forward(x, w, b, y, t.ctx->allocator(), t.stream);
+  conv.backward(x, w, dy, dw, db, dx, false, t.ctx->allocator(), t.stream);
+  t.sync();
+  expect_matches(y, r.out, "conv forward");
+  expect_matches(dw, r.grads[0], "conv weight gradient");
+  expect_matches(db, r.grads[1], "conv bias gradient");
+  expect_matches(dx, cpu.din[0], "conv input gradient");
+}
+
 TEST_F(CudaTwin, Conv2d) {
-  for (auto [k, stride, pad] : {std::tuple{3, 1, 1}, std::tuple{5, 2, 0}, std::tuple{1, 1, 0}}) {
-    const Shape in{3, 4, 11, 9};
-    CpuRun cpu({"conv2d", Attrs{{"out_channels", "6"}, {"kernel", std::to_string(k)}, {"stride", std::to_string(stride)},
-                                {"padding", std::to_string(pad)}},
-                {in}});
-    const LayerRig& r = cpu.rig;
-    cuda::CudnnConv conv(ctx->cudnn(), geometry(in, 6, k, stride, pad));
-    float *x = dev.put(r.inputs[0]), *w = dev.put(r.params[0]), *b = dev.put(r.params[1]);
-    float *y = dev.get<float>(r.out.size()), *dy = dev.put(r.weights_r);
-    float *dw = dev.get<float>(r.params[0].size()), *db = dev.get<float>(r.params[1].size()),
-          *dx = dev.get<float>(r.inputs[0].size());
-    conv.forward(x, w, b, y, ctx->allocator(), stream);
-    conv.backward(x, w, dy, dw, db, dx, false, ctx->allocator(), stream);
-    sync();
-    expect_matches(y, r.out, "conv forward");
-    expect_matches(dw, r.grads[0], "conv weight gradient");
-    expect_matches(db, r.grads[1], "conv bias gradient");
-    expect_matches(dx, cpu.din[0], "conv input gradient");
+  for (auto [k, stride, pad] : {std::tuple{3, 1, 1}, std::tuple{5, 2, 0}, std::tuple{1, 1, 0}})
+    check_conv(*this, Shape{3, 4, 11, 9}, 6, k, stride, pad, cuda::ConvAlgorithms::heuristic);
+}
+
+// LeNet-5's convolutions at batch 32 (the shapes of tests/e2e/cuda_device.sh),
+// with the algorithms of both choices of [job] cudnn_algorithms.
+TEST_F(CudaTwin, Conv2dLeNetShapesBothAlgorithmChoices) {
+  for (auto how : {cuda::ConvAlgorithms::heuristic, cuda::ConvAlgorithms::measured}) {
+    check_conv(*this, Shape{32, 1, 28, 28}, 6, 5, 1, 2, how);
+    check_conv(*this, Shape{32, 6, 14, 14}, 16, 5, 1, 0, how);
   }
 }
 

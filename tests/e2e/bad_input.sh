@@ -128,6 +128,10 @@ expect_error "bad --set" "--set train\.steps=many: \[train\] steps: 'many' is no
   train "$src/jobs/fashion_mnist_mlp.ini" --set train.steps=many
 expect_error "CUDA graphs on the CPU" "\[job\] cuda_graphs: needs device = cuda" \
   train "$src/jobs/fashion_mnist_mlp.ini" --set job.cuda_graphs=true
+expect_error "measured cuDNN algorithms on the CPU" "\[job\] cudnn_algorithms: measured needs device = cuda" \
+  train "$src/jobs/fashion_mnist_mlp.ini" --set job.cudnn_algorithms=measured
+expect_error "unknown cuDNN algorithm choice" "\[job\] cudnn_algorithms: 'fastest'" \
+  train "$src/jobs/fashion_mnist_mlp.ini" --set job.device=cuda --set job.cudnn_algorithms=fastest
 
 expect_error "missing job file" "nowhere\.ini: cannot open file" train "$work/nowhere.ini"
 
