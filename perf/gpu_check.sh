@@ -3,8 +3,9 @@
 # sections run most needed first:
 #   tests      the CUDA layers and model against their CPU twins;
 #   layers     the per-layer benchmark at batch 32 (LeNet-5's chosen cuDNN
-#              algorithms; vgg16 with heuristic and with measured algorithms)
-#              and PyTorch on the same GPU when it is installed there;
+#              algorithms; vgg16 with each [job] cudnn_algorithms choice named
+#              in GPU_CHECK_LAYER_ALGORITHMS, default all three) and PyTorch on
+#              the same GPU when it is installed there;
 #   e2e        tests/e2e/cuda_device.sh with the carried Open MPI (GPU against
 #              CPU, 2 ranks against 1 on the GPU, a burst plan, a background job);
 #   multiplex  2 ranks sharing the GPU: a small-VGG foreground with a burst
@@ -70,10 +71,10 @@ check_layers() {
     timeout "$(limit 60)" gpu-run/bp_gpu_layers jobs/models/lenet5.ini --batch $batch --repeats 3 2>&1 |
       grep -E "^conv|^step" >>"$log"
   done
-  for how in heuristic measured; do
+  for how in ${GPU_CHECK_LAYER_ALGORITHMS:-heuristic measured gemm}; do
     section "vgg16 layers, batch 32, $how cuDNN algorithms"
-    local suffix=
-    [[ $how == measured ]] && suffix=_measured
+    local suffix=_$how
+    [[ $how == heuristic ]] && suffix=
     timeout "$(limit 120)" gpu-run/bp_gpu_layers jobs/models/vgg16.ini --batch 32 --repeats 20 --algorithms $how \
       --out "$out/vgg16_layers$suffix.json" >>"$log" 2>&1
     rc=$?
@@ -113,18 +114,20 @@ check_e2e() {
     timeout "$(limit 240)" bash tests/e2e/cuda_device.sh gpu-run/burstpool . >>"$log" 2>&1
   echo "e2e cuda_device: exit $?" | tee -a "$log"
   grep -E "largest weight difference|multiplexing:" "$log" | tail -20
-  section "LeNet-5 at batch 32, GPU against CPU after 1, 5 and 20 steps (log only)"
-  # How the difference grows with the steps: rounding alone starts near 1e-7.
+  section "LeNet-5 at batch 32, GPU against CPU after 1, 5 and 20 steps, each cudnn_algorithms choice (log only)"
+  # How the difference grows with the steps (cuda_device.sh's settings, no evaluation).
   local steps how d=/tmp/gpu-run/growth
   mkdir -p $d
   for steps in 1 5 20; do
     fits 20 "growth after $steps steps" || break
     local common=(--set job.model=$PWD/jobs/models/lenet5.ini --set job.seed=2 --set data.source=synthetic
                   --set data.synthetic_train_samples=256 --set data.synthetic_test_samples=0 --set train.batch_size=32
-                  --set optimizer.lr=0.02 --set optimizer.nesterov=true --steps $steps)
+                  --set optimizer.lr=0.02 --set optimizer.momentum=0.9 --set optimizer.nesterov=true
+                  --set optimizer.weight_decay=0 --set schedule.type=constant --set schedule.warmup_steps=0
+                  --set data.normalize_mean=0 --set data.normalize_std=1 --steps $steps)
     timeout "$(limit 60)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini "${common[@]}" --checkpoint $d/cpu_$steps.h5 \
       >/dev/null 2>>"$log"
-    for how in heuristic measured; do
+    for how in gemm heuristic measured; do
       if ! timeout "$(limit 60)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini "${common[@]}" --set job.device=cuda \
         --set job.cudnn_algorithms=$how --checkpoint $d/${how}_$steps.h5 >/dev/null 2>>"$log"; then
         echo "$steps steps, $how: the GPU run failed" | tee -a "$log"

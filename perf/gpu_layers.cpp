@@ -1,4 +1,4 @@
-// bp_gpu_layers MODEL.ini [--batch 32] [--repeats 20] [--algorithms heuristic|measured] [--out FILE.json]
+// bp_gpu_layers MODEL.ini [--batch 32] [--repeats 20] [--algorithms heuristic|measured|gemm] [--out FILE.json]
 //
 // Forward and backward time of every layer of a model on the GPU, through the
 // CUDA layer twins (layers/cuda), at one batch size: per layer and per step
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   try {
     if (argc < 2)
       throw Error(
-          "usage: bp_gpu_layers MODEL.ini [--batch 32] [--repeats 20] [--algorithms heuristic|measured] "
+          "usage: bp_gpu_layers MODEL.ini [--batch 32] [--repeats 20] [--algorithms heuristic|measured|gemm] "
           "[--out FILE.json]");
     int batch = 32, repeats = 20;
     std::string out_path, algorithms = "heuristic";
@@ -87,9 +87,7 @@ int main(int argc, char** argv) {
       else if (flag == "--algorithms") algorithms = argv[i + 1];
       else throw Error("unknown option " + flag);
     }
-    if (algorithms != "heuristic" && algorithms != "measured")
-      throw Error("--algorithms " + algorithms + ": heuristic or measured");
-    const auto how = algorithms == "measured" ? cuda::ConvAlgorithms::measured : cuda::ConvAlgorithms::heuristic;
+    const cuda::ConvAlgorithms how = cuda::conv_algorithms(algorithms);
     const ModelSpec spec = load_model_spec(argv[1]);
     cuda::Context ctx(0);
     cudaStream_t s = ctx.stream(StreamRole::foreground);

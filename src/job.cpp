@@ -15,7 +15,7 @@ const std::vector<JobKey>& job_schema() {
       {"job", "seed", "1", "integer", "Seed for weight initialisation, shuffling, dropout and synthetic data"},
       {"job", "device", "cpu", "cpu | cuda | twin", "Where layers run. cuda: the GPU of the rank's node-local rank (ranks may share one), any plan or [sync] strategy; a background job may say cuda too (docs/cuda.md); needs a build with the CUDA backend. twin: for testing, the device code paths with a second copy of the model in host memory standing in for the GPU (the CPU's results, slower; docs/cuda.md)"},
       {"job", "cuda_graphs", "false", "boolean", "device = cuda: capture each training step's forward and backward layers in CUDA graphs and replay them, where nothing in them waits for the host (one rank or ranks sharing a GPU, no batch-norm group sums; docs/cuda.md)"},
-      {"job", "cudnn_algorithms", "heuristic", "heuristic | measured", "device = cuda: how each convolution's cuDNN algorithms are chosen, deterministic ones only. heuristic: cuDNN's heuristic ranking, the same on every run, so runs repeat bit for bit; measured: each candidate timed once at the start, as PyTorch's cudnn.benchmark: faster, but the choice, and with it the bits, can change from run to run (docs/cuda.md)"},
+      {"job", "cudnn_algorithms", "heuristic", "heuristic | measured | gemm", "device = cuda: how each convolution's cuDNN algorithms are chosen, deterministic ones only. heuristic: cuDNN's heuristic ranking, the same on every run, so runs repeat bit for bit; measured: each candidate timed once at the start, as PyTorch's cudnn.benchmark: faster, but the choice, and with it the bits, can change from run to run; gemm: heuristic among the algorithms that sum products directly (no FFT or Winograd transforms, which round more): results within float rounding of the CPU's, slower (docs/cuda.md)"},
       {"job", "threads", "0", "threads", "Threads per rank; 0: OMP_NUM_THREADS, else 1 under MPI with several ranks, else all cores"},
       {"data", "source", "fashion-mnist", "fashion-mnist | hdf5 | synthetic", "Where samples come from"},
       {"data", "dir", "/usr/share/datasets/fashion-mnist", "path", "fashion-mnist: folder with the four IDX files (.gz or plain)"},
@@ -186,8 +186,9 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   c.device = v.choice("job", "device", {"cpu", "cuda", "twin"});
   c.cuda_graphs = v.boolean("job", "cuda_graphs");
   if (c.cuda_graphs && c.device != "cuda") v.fail("job", "cuda_graphs", "needs device = cuda");
-  c.measure_conv_algorithms = v.choice("job", "cudnn_algorithms", {"heuristic", "measured"}) == "measured";
-  if (c.measure_conv_algorithms && c.device != "cuda") v.fail("job", "cudnn_algorithms", "measured needs device = cuda");
+  c.cudnn_algorithms = v.choice("job", "cudnn_algorithms", {"heuristic", "measured", "gemm"});
+  if (c.cudnn_algorithms != "heuristic" && c.device != "cuda")
+    v.fail("job", "cudnn_algorithms", c.cudnn_algorithms + " needs device = cuda");
   c.threads = static_cast<int>(v.integer("job", "threads", 0));
 
   c.data_source = v.choice("data", "source", {"fashion-mnist", "hdf5", "synthetic"});

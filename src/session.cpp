@@ -117,7 +117,7 @@ void TrainingSession::apply(int64_t step) {
 void use_job_device(const JobConfig& job, Executor& exec, bool background) {
   if (job.device == "cpu") return;
   try {
-    const CudaOptions options{background, job.cuda_graphs, job.measure_conv_algorithms};
+    const CudaOptions options{background, job.cuda_graphs, job.cudnn_algorithms};
     exec.use_device(make_device_model(job.device, exec.model(), world().local_rank, options), background);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: [job] device = {}: {}", job.file, job.device, e.what()));

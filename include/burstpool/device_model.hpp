@@ -109,7 +109,7 @@ class DeviceModel {
 struct CudaOptions {
   bool background = false;  // on the least-priority streams (a background job), else the greatest
   bool graphs = false;      // CUDA graphs for training steps where they apply (src/cuda/gpu_model.hpp)
-  bool measure_conv_algorithms = false;  // cuDNN convolution algorithms timed, not ranked by heuristics
+  std::string conv_algorithms = "heuristic";  // [job] cudnn_algorithms: heuristic | measured | gemm
 };
 // A stand-in device for testing the device paths without a GPU ([job] device
 // = twin): a second Model of the same spec in host memory, run by the CPU

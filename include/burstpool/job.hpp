@@ -52,7 +52,7 @@ struct JobConfig {
   uint64_t seed = 1;
   std::string device = "cpu";
   bool cuda_graphs = false;  // [job] cuda_graphs
-  bool measure_conv_algorithms = false;  // [job] cudnn_algorithms = measured
+  std::string cudnn_algorithms = "heuristic";  // [job] cudnn_algorithms: heuristic | measured | gemm
   int threads = 0;  // 0: automatic
 
   // [data]

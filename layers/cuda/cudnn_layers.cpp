@@ -26,19 +26,39 @@ struct Workspace {
   void* ptr;
 };
 
-// From cuDNN's ranking (fastest first by its heuristics), the first algorithm
-// that works and gives the same bits on every run, so training runs repeat
-// exactly (a background job, a resume, a rerun); the fastest that works when
-// none is deterministic.
+// Algorithms that sum products directly (ConvAlgorithms::gemm), by the enum values of cudnn_ops.h.
+bool sums_directly(cudnnConvolutionFwdAlgo_t a) { return a <= CUDNN_CONVOLUTION_FWD_ALGO_DIRECT; }
+bool sums_directly(cudnnConvolutionBwdDataAlgo_t a) { return a <= CUDNN_CONVOLUTION_BWD_DATA_ALGO_1; }
+bool sums_directly(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+}
+
+// From a ranking (best first), the first algorithm that works, is allowed
+// (with `direct_only`, one that sums directly) and gives the same bits on
+// every run, so training runs repeat exactly (a background job, a resume, a
+// rerun); failing that, the first that works and is allowed.
 template <class Perf>
-auto chosen_algorithm(const Perf* perf, int found, const char* what) {
-  BP_CHECK(found > 0 && perf[0].status == CUDNN_STATUS_SUCCESS, "cuDNN has no {} convolution for this shape", what);
+auto chosen_algorithm(const Perf* perf, int found, bool direct_only, const char* what) {
+  auto usable = [&](int k) {
+    return perf[k].status == CUDNN_STATUS_SUCCESS && (!direct_only || sums_directly(perf[k].algo));
+  };
   for (int k = 0; k < found; ++k)
-    if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].determinism == CUDNN_DETERMINISTIC) return perf[k].algo;
-  return perf[0].algo;
+    if (usable(k) && perf[k].determinism == CUDNN_DETERMINISTIC) return perf[k].algo;
+  for (int k = 0; k < found; ++k)
+    if (usable(k)) return perf[k].algo;
+  throw Error(
+      fmt::format("cuDNN has no {} convolution {}for this shape", what, direct_only ? "that sums directly " : ""));
 }
 
 }  // namespace
+
+ConvAlgorithms conv_algorithms(const std::string& name) {
+  if (name == "heuristic") return ConvAlgorithms::heuristic;
+  if (name == "measured") return ConvAlgorithms::measured;
+  if (name == "gemm") return ConvAlgorithms::gemm;
+  throw Error("cuDNN algorithm choice '" + name + "': heuristic, measured or gemm");
+}
 
 CudnnConv::CudnnConv(cudnnHandle_t handle, const Geometry2d& g, ConvAlgorithms how) : handle_(handle) {
   x_ = tensor(g.n, g.c, g.h, g.w);
@@ -51,23 +71,23 @@ CudnnConv::CudnnConv(cudnnHandle_t handle, const Geometry2d& g, ConvAlgorithms h
   BP_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, g.ph, g.pw, g.sh, g.sw, 1, 1, CUDNN_CROSS_CORRELATION,
                                                  CUDNN_DATA_FLOAT));
   BP_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH));  // fp32, no TF32
-  // Both rankings list the candidates best first: by cuDNN's heuristics, or by
+  // The rankings list the candidates best first: by cuDNN's heuristics, or by
   // time when measured (cuDNN allocates and times on buffers of its own).
-  const bool measured = how == ConvAlgorithms::measured;
+  const bool measured = how == ConvAlgorithms::measured, direct = how == ConvAlgorithms::gemm;
   int found = 0;
   cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   BP_CUDNN_CHECK((measured ? cudnnFindConvolutionForwardAlgorithm : cudnnGetConvolutionForwardAlgorithm_v7)(
       handle_, x_, w_, conv_, y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, fwd));
-  fwd_ = chosen_algorithm(fwd, found, "forward");
+  fwd_ = chosen_algorithm(fwd, found, direct, "forward");
   cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   BP_CUDNN_CHECK((measured ? cudnnFindConvolutionBackwardDataAlgorithm : cudnnGetConvolutionBackwardDataAlgorithm_v7)(
       handle_, w_, y_, conv_, x_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, data));
-  bwd_data_ = chosen_algorithm(data, found, "backward-data");
+  bwd_data_ = chosen_algorithm(data, found, direct, "backward-data");
   cudnnConvolutionBwdFilterAlgoPerf_t filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   BP_CUDNN_CHECK(
       (measured ? cudnnFindConvolutionBackwardFilterAlgorithm : cudnnGetConvolutionBackwardFilterAlgorithm_v7)(
           handle_, x_, y_, conv_, w_, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, filter));
-  bwd_filter_ = chosen_algorithm(filter, found, "backward-filter");
+  bwd_filter_ = chosen_algorithm(filter, found, direct, "backward-filter");
 }
 
 std::string CudnnConv::algorithms() const {

@@ -52,14 +52,22 @@ struct Geometry2d {
   int ow() const { return (w + 2 * pw - kw) / sw + 1; }
 };
 
-// How a convolution's algorithms are chosen, once per shape. Both take
-// deterministic algorithms only, where cuDNN has one, so each step's sums are
-// the same bits on every run of that algorithm.
+// How a convolution's algorithms are chosen, once per shape ([job]
+// cudnn_algorithms). All take deterministic algorithms only, where cuDNN has
+// one, so each step's sums are the same bits on every run of that algorithm.
+// FFT and Winograd algorithms transform the data and round more than direct
+// sums: on an H200, cuDNN's Winograd weight gradient of LeNet-5's first 5x5
+// convolution at batch 32 was 1.4e-4 (relative) from the CPU's.
 enum class ConvAlgorithms {
   heuristic,  // cuDNN's heuristic ranking: the same choice on every run, so runs repeat bit for bit
   measured,   // each candidate timed once (cudnnFind*, as PyTorch's cudnn.benchmark): faster, but the
               // choice can change from run to run with the timings, and the bits with it
+  gemm,       // cuDNN's heuristic ranking of the algorithms that sum products directly (implicit GEMM,
+              // GEMM, direct): within float rounding of the CPU's results, slower
 };
+
+// By [job] cudnn_algorithms' name; throws Error for another name.
+ConvAlgorithms conv_algorithms(const std::string& name);
 
 class CudnnConv {
  public:

@@ -579,8 +579,7 @@ std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank, const
   const StreamRole work = options.background ? StreamRole::background : StreamRole::foreground;
   auto gpu = std::make_unique<cuda::GpuModel>(model, std::make_unique<cuda::Context>(local_rank, work));
   gpu->set_graphs(options.graphs);
-  gpu->set_conv_algorithms(options.measure_conv_algorithms ? cuda::ConvAlgorithms::measured
-                                                           : cuda::ConvAlgorithms::heuristic);
+  gpu->set_conv_algorithms(cuda::conv_algorithms(options.conv_algorithms));
   return gpu;
 }
 
