@@ -1,103 +1,191 @@
 #!/usr/bin/env python3
-"""Turns what perf/gpu_check.sh brought back from a lent GPU machine into
-perf/results/gpu.md: the CUDA tests' outcome, vgg16 per layer and per step at
-batch 32 against PyTorch on the same GPU (fp32 and TF32 stated), the
-convolutions' TFLOP/s, whole training steps with and without CUDA graphs,
+"""Turns what perf/gpu_check.sh brought back from lent GPU machines into
+perf/results/gpu.md. Each RUN folder holds one run's files (log.txt and the
+JSON results of the sections it ran); several runs are reported side by side,
+in the order given: the CUDA tests' outcome, the GPU-against-CPU comparisons
+of tests/e2e/cuda_device.sh, vgg16 at batch 32 against PyTorch on the same GPU
+(fp32 and TF32 stated) for each cuDNN algorithm choice, the convolutions'
+TFLOP/s and algorithms, whole training steps with and without CUDA graphs,
 the planner's layer profile of vgg16 on the GPU, sma learners auto-tuned on
-the GPU, and multiplexing on one GPU shared by 2 ranks. Missing or failed parts are
-reported as such, never filled in.
+the GPU, and multiplexing on one GPU. Missing or failed parts are reported as
+such, never filled in.
 
-Usage: perf/gpu_report.py OUTDIR [--out perf/results/gpu.md]
+Usage: perf/gpu_report.py RUN [RUN...] [--out perf/results/gpu.md]
 """
 import argparse
 import json
 import os
 import re
+import statistics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHOICES = ("heuristic", "measured", "gemm")  # [job] cudnn_algorithms
 
 
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        return {"error": f"{os.path.basename(path)}: {e}"}
+class Run:
+    """One run's folder: its name, log and JSON files (None where absent or unreadable)."""
+
+    def __init__(self, folder):
+        self.name = os.path.basename(os.path.normpath(folder))
+        self.folder = folder
+        path = os.path.join(folder, "log.txt")
+        self.log = open(path).read() if os.path.exists(path) else ""
+
+    def json(self, name):
+        try:
+            with open(os.path.join(self.folder, name)) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def layers(self, choice):
+        """The vgg16 per-layer benchmark with cuDNN algorithm choice `choice`."""
+        return self.json("vgg16_layers.json" if choice == "heuristic" else f"vgg16_layers_{choice}.json")
+
+    def steps(self):
+        """Training-step medians by variant (model_eager, model_graphs, model_graphs_measured)."""
+        old = {"graphs_false": "eager", "graphs_true": "graphs"}  # the first script version's names
+        steps = self.json("training_steps.json") or {}
+        out = {}
+        for key, value in steps.items():
+            for before, after in old.items():
+                key = key.replace(before, after)
+            if isinstance(value, dict):
+                out[key] = value
+        return out
 
 
-def gpu_name(log):
-    m = re.search(r"NVIDIA [A-Z][A-Za-z0-9 -]+?(?=\s{2,}|\|)", log)
-    return m.group(0).strip() if m else "unknown GPU (no nvidia-smi output)"
+def gpu_name(runs):
+    for run in runs:
+        m = re.search(r"NVIDIA [A-Z][A-Za-z0-9 -]+?(?=\s{2,}|\|)", run.log)
+        if m:
+            return m.group(0).strip()
+    return "unknown GPU (no nvidia-smi output)"
 
 
-def opening(title, result):
-    """A section's heading, then "No result: ..." when `result` did not load."""
-    lines = [f"## {title}", ""]
-    return lines + [f"No result: {result['error']}.", ""] if "error" in result else lines
+def ratio(a, b):
+    return f"{a / b:.2f}" if a and b else ""
 
 
-def tests_section(tests):
-    if "error" in tests:
-        return [f"CUDA tests: no result ({tests['error']})."]
-    return [f"CUDA tests (`burstpool_cuda_tests`): {tests.get('tests', '?')} run, {tests.get('failures', '?')} failed, "
-            f"{tests.get('disabled', 0)} disabled."]
-
-
-def vgg16_section(layers, torch, steps):
-    lines = ["## vgg16, batch 32, one GPU", ""]
-    if "error" in layers:
-        return lines + [f"No per-layer benchmark: {layers['error']}.", ""]
-    lines += [f"burstpool's CUDA layers, {layers.get('math', 'fp32')}, sum of per-layer medians: forward "
-              f"{layers['forward_ms']:.2f} ms, backward {layers['backward_ms']:.2f} ms, step {layers['step_ms']:.2f} ms; "
-              f"convolutions {layers['conv_tflops']:.1f} TFLOP/s.", ""]
-    train = steps.get("vgg16_graphs_false")
-    if isinstance(train, dict):
-        lines.append(f"Whole training step (input upload, forward, backward, SGD; median of {train['runs']} runs): "
-                     f"{train['median_ms_per_step']:.2f} ms.")
-    if "error" in torch or "fp32_step_ms" not in torch:
-        lines += ["", f"PyTorch: no result ({torch.get('error', 'missing')})."]
-    else:
-        fp32, tf32 = torch["fp32_step_ms"], torch["tf32_conv_step_ms"]
-        lines += ["", "| | ms per step (forward + backward) | burstpool / PyTorch |", "|---|---|---|",
-                  f"| burstpool, fp32 (sum of layers) | {layers['step_ms']:.2f} | {layers['step_ms'] / fp32:.2f} |",
-                  f"| PyTorch {torch.get('torch', '')}, fp32 (TF32 off) | {fp32:.2f} | 1 |",
-                  *([f"| PyTorch, fp32, deterministic cuDNN algorithms only (as burstpool) | "
-                     f"{torch['fp32_deterministic_step_ms']:.2f} | "
-                     f"{layers['step_ms'] / torch['fp32_deterministic_step_ms']:.2f} |"]
-                    if "fp32_deterministic_step_ms" in torch else []),
-                  f"| PyTorch, TF32 convolutions (its default) | {tf32:.2f} | {layers['step_ms'] / tf32:.2f} |"]
-        lines += ["", f"Target: within 1.2x of PyTorch per model step in the same (fp32) arithmetic: "
-                  f"{'met' if layers['step_ms'] <= 1.2 * fp32 else 'not met'} ({layers['step_ms'] / fp32:.2f}x)."]
-    slow = sorted(layers["layers"], key=lambda r: -(r["forward_ms"] + r["backward_ms"]))[:8]
-    lines += ["", "Slowest layers:", "", "| layer | type | forward ms | backward ms | TFLOP/s |", "|---|---|---|---|---|"]
-    for r in slow:
-        tf = f"{r['tflops']:.1f}" if "tflops" in r else ""
-        lines.append(f"| {r['layer']} | {r['type']} | {r['forward_ms']:.3f} | {r['backward_ms']:.3f} | {tf} |")
-    return lines + [""]
-
-
-def steps_section(steps):
-    lines = opening("Training steps, eager and with CUDA graphs (one rank, batch 32, medians of 3 alternating runs)",
-                    steps)
-    if "error" in steps:
-        return lines
-    lines += ["| model | eager ms/step | graphs ms/step | graphs / eager |", "|---|---|---|---|"]
-    for model in ("lenet5", "vgg16"):
-        eager, graphs = steps.get(f"{model}_graphs_false"), steps.get(f"{model}_graphs_true")
-        if not isinstance(eager, dict) or not isinstance(graphs, dict):
-            lines.append(f"| {model} | {eager} | {graphs} | |")
+def tests_section(runs):
+    lines = ["## CUDA tests (`burstpool_cuda_tests`) and tests/e2e/cuda_device.sh", "",
+             "| run | CUDA tests | failed | e2e cuda_device |", "|---|---|---|---|"]
+    for run in runs:
+        tests = run.json("cuda_tests.json")
+        e2e = re.findall(r"e2e cuda_device: exit (\d+)", run.log)
+        e2e_text = ("passed" if e2e[-1] == "0" else f"failed (exit {e2e[-1]})") if e2e else "not run"
+        if tests is None:
+            lines.append(f"| {run.name} | not run | | {e2e_text} |")
             continue
-        e, g = eager["median_ms_per_step"], graphs["median_ms_per_step"]
-        lines.append(f"| {model} | {e:.3f} | {g:.3f} | {g / e:.2f} |")
+        failed = [f"{s['name']}.{t['name']}" for s in tests["testsuites"] for t in s["testsuite"] if t.get("failures")]
+        lines.append(f"| {run.name} | {tests['tests']} | {', '.join(failed) or 'none'} | {e2e_text} |")
+    lines += ["", "Largest weight difference after 20 steps of LeNet-5 (cuda_device.sh), GPU against CPU or "
+              "2 GPU ranks against 1:", "", "| run | comparison | largest difference |", "|---|---|---|"]
+    for run in runs:
+        for what, value in re.findall(r"^((?:\S+ )*.*?(?:cuda|GPU).*?): largest weight difference (\S+)$", run.log,
+                                      re.M):
+            lines.append(f"| {run.name} | {what} | {value} |")
     return lines + [""]
 
 
-def profile_section(profile):
-    lines = opening("Layer profile of vgg16 on the GPU (`burstpool profile --device cuda`, what the planner reads)",
-                    profile)
-    if "error" in profile:
-        return lines
-    lines += ["| batch | sum of layers, forward + backward ms | whole step ms | step / sum |", "|---|---|---|---|"]
+def torch_figures(runs):
+    """PyTorch's step times per run, and their medians over the runs."""
+    per_run = [(run.name, t) for run in runs if (t := run.json("torch_vgg16.json")) and "fp32_step_ms" in t]
+    keys = ("fp32_step_ms", "fp32_deterministic_step_ms", "tf32_conv_step_ms")
+    medians = {k: statistics.median(t[k] for _, t in per_run) for k in keys} if per_run else {}
+    return per_run, medians
+
+
+def vgg16_section(runs):
+    lines = ["## vgg16, batch 32, one GPU, against PyTorch", ""]
+    per_run, torch = torch_figures(runs)
+    if per_run:
+        lines += ["PyTorch on the same GPU (`perf/torch_gpu_peer.py`: forward + backward, no optimizer step, "
+                  "cudnn.benchmark on, median of 20 CUDA-event-timed repeats), ms per step:", "",
+                  "| run | torch | fp32 (TF32 off) | fp32, deterministic algorithms | TF32 convolutions |",
+                  "|---|---|---|---|---|"]
+        for name, t in per_run:
+            lines.append(f"| {name} | {t.get('torch', '')} | {t['fp32_step_ms']:.2f} | "
+                         f"{t['fp32_deterministic_step_ms']:.2f} | {t['tf32_conv_step_ms']:.2f} |")
+        lines += ["", f"Medians over the runs: fp32 {torch['fp32_step_ms']:.2f} ms, deterministic "
+                      f"{torch['fp32_deterministic_step_ms']:.2f} ms, TF32 {torch['tf32_conv_step_ms']:.2f} ms.", ""]
+    else:
+        lines += ["PyTorch: no result.", ""]
+    fp32 = torch.get("fp32_step_ms")
+    lines += ["burstpool, fp32 throughout (cuBLAS pedantic math, cuDNN FMA math: no TF32), deterministic cuDNN "
+              "algorithms chosen as `[job] cudnn_algorithms` says. Sum of per-layer medians (`bp_gpu_layers`, "
+              "forward + backward, no optimizer step) and whole training steps (`burstpool train`: input upload, "
+              "forward, backward, SGD; medians of 3 alternating runs):", "",
+              "| run | algorithms | layers: forward + backward ms | / PyTorch fp32 | convolutions TFLOP/s | "
+              "whole step ms (CUDA graphs) | / PyTorch fp32 |", "|---|---|---|---|---|---|---|"]
+    for run in runs:
+        steps = run.steps()
+        for choice in CHOICES:
+            layers = run.layers(choice)
+            step = steps.get("vgg16_graphs" if choice == "heuristic" else f"vgg16_graphs_{choice}")
+            if layers is None and step is None:
+                continue
+            ms = step["median_ms_per_step"] if step else None
+            # The first benchmark version (no "cudnn_algorithms" key) also timed conv1_1's input gradient.
+            older = " (with conv1_1's input gradient)" if layers and "cudnn_algorithms" not in layers else ""
+            lines.append(f"| {run.name} | {choice}{older} | {layers['step_ms']:.2f} | {ratio(layers['step_ms'], fp32)} | "
+                         f"{layers['conv_tflops']:.1f} | {f'{ms:.2f}' if ms else ''} | {ratio(ms, fp32)} |"
+                         if layers else f"| {run.name} | {choice} | | | | {ms:.2f} | {ratio(ms, fp32)} |")
+    return lines + [""]
+
+
+def conv_section(runs):
+    """The last run's per-layer figures of each algorithm choice, convolutions only."""
+    latest = {}
+    for run in runs:
+        for choice in CHOICES:
+            if (layers := run.layers(choice)) is not None:
+                latest[choice] = (run.name, layers)
+    if not latest:
+        return []
+    lines = ["### vgg16's convolutions by algorithm choice (forward + backward ms, TFLOP/s, cuDNN's algorithms)", "",
+             "TFLOP/s count a direct convolution's multiply-adds; FFT and Winograd algorithms do fewer, so their "
+             "figure can pass the H200's fp32 peak. The first convolution computes no input gradient.", "",
+             "| layer | " + " | ".join(f"{c} ({latest[c][0]})" for c in latest) + " |",
+             "|---|" + "---|" * len(latest)]
+    names = [r["layer"] for r in next(iter(latest.values()))[1]["layers"] if r["type"] == "conv2d"]
+    for name in names:
+        cells = []
+        for _, layers in latest.values():
+            r = next(r for r in layers["layers"] if r["layer"] == name)
+            cells.append(f"{r['forward_ms'] + r['backward_ms']:.2f} ms, {r.get('tflops', 0):.1f}: "
+                         f"{r.get('algorithms', '?')}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def steps_section(runs):
+    lines = ["## Training steps, eager and with CUDA graphs (one rank, batch 32, medians of 3 alternating runs)", "",
+             "| run | model | eager ms/step | graphs ms/step | graphs / eager |", "|---|---|---|---|---|"]
+    for run in runs:
+        steps = run.steps()
+        for model in ("lenet5", "vgg16"):
+            eager, graphs = steps.get(f"{model}_eager"), steps.get(f"{model}_graphs")
+            if eager and graphs:
+                e, g = eager["median_ms_per_step"], graphs["median_ms_per_step"]
+                lines.append(f"| {run.name} | {model} | {e:.3f} | {g:.3f} | {g / e:.2f} |")
+    return lines + [""]
+
+
+def latest_json(runs, name):
+    for run in reversed(runs):
+        if (data := run.json(name)) is not None:
+            return run.name, data
+    return None, None
+
+
+def profile_section(runs):
+    name, profile = latest_json(runs, "vgg16_profile_cuda.json")
+    lines = ["## Layer profile of vgg16 on the GPU (`burstpool profile --device cuda`, what the planner reads)", ""]
+    if profile is None:
+        return lines + ["No result.", ""]
+    lines += [f"From {name}.", "", "| batch | sum of layers, forward + backward ms | whole step ms | step / sum |",
+              "|---|---|---|---|"]
     for k, b in enumerate(profile["batches"]):
         total = sum(l["forward_ms"][k] + l["backward_ms"][k] for l in profile["layers"])
         step = profile["step_ms"][k] if k < len(profile.get("step_ms", [])) else float("nan")
@@ -105,53 +193,51 @@ def profile_section(profile):
     return lines + [""]
 
 
-def learners_section(m):
-    lines = opening("sma learners side by side on the GPU (vgg_small, batch 32 per learner, one rank, auto-tuned)",
-                    m)
-    if "error" in m:
-        return lines
-    lines += ["| learners | samples/s | per learner |", "|---|---|---|"]
+def learners_section(runs):
+    name, m = latest_json(runs, "learners_cuda.json")
+    lines = ["## sma learners side by side on the GPU (vgg_small, batch 32 per learner, one rank, auto-tuned)", ""]
+    if m is None:
+        return lines + ["No result.", ""]
+    lines += [f"From {name}.", "", "| learners | samples/s | per learner |", "|---|---|---|"]
     for t in m["learner_tuning"]:
         lines.append(f"| {t['learners']} | {t['samples_per_second']:.0f} | "
                      f"{t['samples_per_second'] / t['learners']:.0f} |")
-    return lines + ["", f"The tuner kept {m['learners_per_rank']} learner(s); the whole run averaged "
+    return lines + ["", f"The tuner kept {m['learners_per_rank']} learner(s) (it stops at the first gain under "
+                        f"`[sync] autotune_threshold`, default 10%); the whole run averaged "
                         f"{m['samples_per_second']:.0f} samples/s.", ""]
 
 
-def multiplex_section(mux):
-    lines = opening("Multiplexing on one GPU shared by 2 ranks (small-VGG foreground batch 32, small-VGG background "
-                    "batch 64 on the least-priority stream)", mux)
-    if "error" in mux:
-        return lines
-    lines += ["| foreground plan | fg alone samples/s | fg shared | slowdown (separate run) | slowdown (metrics) | "
-              "bg samples/s | cluster throughput |", "|---|---|---|---|---|---|---|"]
-    for plan, s in mux.items():
-        if not isinstance(s, dict):
-            lines.append(f"| {plan} | {s} | | | | | |")
-            continue
-        lines.append(f"| {plan} | {s['foreground_alone_samples_per_second']:.0f} | "
-                     f"{s['foreground_shared_samples_per_second']:.0f} | {s['slowdown_vs_separate_run']:.3f} | "
-                     f"{s['foreground_slowdown']:.3f} | {s['background_samples_per_second']:.0f} | "
-                     f"{s['cluster_throughput']:.3f} |")
+def multiplex_section(runs):
+    lines = ["## Multiplexing on one GPU (small-VGG foreground batch 32, small-VGG background batch 64 on the "
+             "least-priority stream)", "",
+             "alternate and data_parallel: 2 ranks (2 processes) sharing the GPU; one_rank: both jobs in one "
+             "process. The slowdown in the metrics compares with the foreground's own calibration steps in the same "
+             "run; the separate run is the foreground alone, started before.", "",
+             "| run | foreground | fg alone samples/s | fg shared | slowdown (separate run) | slowdown (metrics) | "
+             "bg samples/s | cluster throughput |", "|---|---|---|---|---|---|---|---|"]
+    for run in runs:
+        for plan, s in (run.json("multiplex.json") or {}).items():
+            if not isinstance(s, dict):
+                lines.append(f"| {run.name} | {plan} | {s} | | | | | |")
+                continue
+            lines.append(f"| {run.name} | {plan} | {s['foreground_alone_samples_per_second']:.0f} | "
+                         f"{s['foreground_shared_samples_per_second']:.0f} | {s['slowdown_vs_separate_run']:.3f} | "
+                         f"{s['foreground_slowdown']:.3f} | {s['background_samples_per_second']:.0f} | "
+                         f"{s['cluster_throughput']:.3f} |")
     return lines + [""]
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("outdir")
+    ap.add_argument("runs", nargs="+", help="one folder per lent-machine run, oldest first")
     ap.add_argument("--out", default=os.path.join(ROOT, "perf/results/gpu.md"))
     args = ap.parse_args()
-    d = args.outdir
-    log = open(os.path.join(d, "log.txt")).read() if os.path.exists(os.path.join(d, "log.txt")) else ""
-    lines = [f"GPU figures from `perf/gpu_check.sh` on one {gpu_name(log)} (perf/gpu_report.py).", ""]
-    lines += tests_section(load(os.path.join(d, "cuda_tests.json"))) + [""]
-    steps = load(os.path.join(d, "training_steps.json"))
-    lines += vgg16_section(load(os.path.join(d, "vgg16_layers.json")), load(os.path.join(d, "torch_vgg16.json")),
-                           steps if "error" not in steps else {})
-    lines += steps_section(steps)
-    lines += profile_section(load(os.path.join(d, "vgg16_profile_cuda.json")))
-    lines += learners_section(load(os.path.join(d, "learners_cuda.json")))
-    lines += multiplex_section(load(os.path.join(d, "multiplex.json")))
+    runs = [Run(folder) for folder in args.runs]
+    lines = ["# GPU figures", "", f"From `perf/gpu_check.sh` on one {gpu_name(runs)}, runs "
+             f"{', '.join(r.name for r in runs)} (written by perf/gpu_report.py).", ""]
+    for section in (tests_section, vgg16_section, conv_section, steps_section, profile_section, learners_section,
+                    multiplex_section):
+        lines += section(runs)
     text = "\n".join(lines)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     open(args.out, "w").write(text)
