@@ -114,29 +114,6 @@ check_e2e() {
     timeout "$(limit 240)" bash tests/e2e/cuda_device.sh gpu-run/burstpool . >>"$log" 2>&1
   echo "e2e cuda_device: exit $?" | tee -a "$log"
   grep -E "largest weight difference|multiplexing:" "$log" | tail -20
-  section "LeNet-5 at batch 32, GPU against CPU after 1, 5 and 20 steps, each cudnn_algorithms choice (log only)"
-  # How the difference grows with the steps (cuda_device.sh's settings, no evaluation).
-  local steps how d=/tmp/gpu-run/growth
-  mkdir -p $d
-  for steps in 1 5 20; do
-    fits 20 "growth after $steps steps" || break
-    local common=(--set job.model=$PWD/jobs/models/lenet5.ini --set job.seed=2 --set data.source=synthetic
-                  --set data.synthetic_train_samples=256 --set data.synthetic_test_samples=0 --set train.batch_size=32
-                  --set optimizer.lr=0.02 --set optimizer.momentum=0.9 --set optimizer.nesterov=true
-                  --set optimizer.weight_decay=0 --set schedule.type=constant --set schedule.warmup_steps=0
-                  --set data.normalize_mean=0 --set data.normalize_std=1 --steps $steps)
-    timeout "$(limit 60)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini "${common[@]}" --checkpoint $d/cpu_$steps.h5 \
-      >/dev/null 2>>"$log"
-    for how in gemm heuristic measured; do
-      if ! timeout "$(limit 60)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini "${common[@]}" --set job.device=cuda \
-        --set job.cudnn_algorithms=$how --checkpoint $d/${how}_$steps.h5 >/dev/null 2>>"$log"; then
-        echo "$steps steps, $how: the GPU run failed" | tee -a "$log"
-        continue
-      fi
-      h5diff -r $d/cpu_$steps.h5 $d/${how}_$steps.h5 /weights /weights >$d/report.txt
-      echo "$steps steps, $how: largest weight difference $(awk '/^\[/ {d = $NF < 0 ? -$NF : $NF; if (d > m) m = d} END {print m + 0}' $d/report.txt)" | tee -a "$log"
-    done
-  done
 }
 
 check_multiplex() {

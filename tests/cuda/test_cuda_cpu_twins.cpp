@@ -78,13 +78,15 @@ struct CpuRun {
 };
 
 class CudaTwin : public ::testing::Test {
- public:  // for the helpers below
+ protected:
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
     ctx = std::make_unique<cuda::Context>(0);
     stream = ctx->stream(StreamRole::foreground);
   }
   void sync() { BP_CUDA_CHECK(cudaStreamSynchronize(stream)); }
+  // One convolution on the GPU against the CPU layer, with the algorithms that sum directly.
+  void check_conv(const Shape& in, int oc, int k, int stride, int pad);
   std::unique_ptr<cuda::Context> ctx;
   cudaStream_t stream = nullptr;
   Device dev;
@@ -97,23 +99,21 @@ cuda::Geometry2d geometry(const Shape& in, int oc, int k, int stride, int pad) {
   return g;
 }
 
-// One convolution on the GPU against the CPU layer, with the algorithms that sum directly.
-void check_conv(CudaTwin& t, const Shape& in, int oc, int k, int stride, int pad) {
+void CudaTwin::check_conv(const Shape& in, int oc, int k, int stride, int pad) {
   CpuRun cpu({"conv2d", Attrs{{"out_channels", std::to_string(oc)}, {"kernel", std::to_string(k)},
                               {"stride", std::to_string(stride)}, {"padding", std::to_string(pad)}},
               {in}});
   const LayerRig& r = cpu.rig;
-  cuda::CudnnConv conv(t.ctx->cudnn(), geometry(in, oc, k, stride, pad), cuda::ConvAlgorithms::gemm);
+  cuda::CudnnConv conv(ctx->cudnn(), geometry(in, oc, k, stride, pad), cuda::ConvAlgorithms::gemm);
   SCOPED_TRACE(fmt::format("input {}x{}x{}x{}, {} outputs, kernel {}, stride {}, padding {}: {}", in.n, in.c, in.h,
                            in.w, oc, k, stride, pad, conv.algorithms()));
-  Device& dev = t.dev;
   float *x = dev.put(r.inputs[0]), *w = dev.put(r.params[0]), *b = dev.put(r.params[1]);
   float *y = dev.get<float>(r.out.size()), *dy = dev.put(r.weights_r);
   float *dw = dev.get<float>(r.params[0].size()), *db = dev.get<float>(r.params[1].size()),
         *dx = dev.get<float>(r.inputs[0].size());
-  conv.forward(x, w, b, y, t.ctx->allocator(), t.stream);
-  conv.backward(x, w, dy, dw, db, dx, false, t.ctx->allocator(), t.stream);
-  t.sync();
+  conv.forward(x, w, b, y, ctx->allocator(), stream);
+  conv.backward(x, w, dy, dw, db, dx, false, ctx->allocator(), stream);
+  sync();
   EXPECT_EQ(conv.algorithms().find("FFT"), std::string::npos);
   EXPECT_EQ(conv.algorithms().find("WINOGRAD"), std::string::npos);
   expect_matches(y, r.out, "conv forward");
@@ -124,15 +124,15 @@ void check_conv(CudaTwin& t, const Shape& in, int oc, int k, int stride, int pad
 
 TEST_F(CudaTwin, Conv2d) {
   for (auto [k, stride, pad] : {std::tuple{3, 1, 1}, std::tuple{5, 2, 0}, std::tuple{1, 1, 0}})
-    check_conv(*this, Shape{3, 4, 11, 9}, 6, k, stride, pad);
+    check_conv(Shape{3, 4, 11, 9}, 6, k, stride, pad);
 }
 
 // LeNet-5's convolutions at batch 32 (the shapes of tests/e2e/cuda_device.sh).
 // There cuDNN's heuristic and measured choices took Winograd algorithms on an
 // H200, whose gradients were up to 0.03 from the CPU's (values near 6 to 40).
 TEST_F(CudaTwin, Conv2dLeNetShapes) {
-  check_conv(*this, Shape{32, 1, 28, 28}, 6, 5, 1, 2);
-  check_conv(*this, Shape{32, 6, 14, 14}, 16, 5, 1, 0);
+  check_conv(Shape{32, 1, 28, 28}, 6, 5, 1, 2);
+  check_conv(Shape{32, 6, 14, 14}, 16, 5, 1, 0);
 }
 
 TEST_F(CudaTwin, Pooling) {

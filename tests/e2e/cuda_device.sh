@@ -43,6 +43,9 @@ foreground_with_background() {
   printf '[background]\njob = %s\ncalibrate_steps = 5\n' "$work/bg_$1.ini" >>"$work/fg_$1.ini"
 }
 two() { timeout 120 mpirun -np 2 "$bin" train "$@"; }
+# The GPU with cuDNN algorithms that sum directly, whose results are within
+# float rounding of the CPU's ([job] cudnn_algorithms = gemm).
+gpu=(--set job.device=cuda --set job.cudnn_algorithms=gemm)
 # weights_close A B WHAT [TOLERANCE]: every weight of A.h5 and B.h5 within
 # TOLERANCE (default 1e-4; "exact": bit for bit). Says the largest difference.
 weights_close() {
@@ -69,13 +72,11 @@ PY
 
 # Every comparison of a device DEVICE with the CPU; its runs are named after
 # it. The twin runs the CPU's layers on the same numbers: the same weights bit
-# for bit, except 2 ranks against 1 (other sums). The GPU takes cuDNN
-# algorithms that sum directly ([job] cudnn_algorithms = gemm), whose results
-# are within float rounding of the CPU's.
+# for bit, except 2 ranks against 1 (other sums). The GPU runs as "${gpu[@]}".
 check_device() {
   local dev=$1 d=(--set job.device=$1) same=1e-4
   [[ $dev == twin ]] && same=exact
-  [[ $dev == cuda ]] && d+=(--set job.cudnn_algorithms=gemm)
+  [[ $dev == cuda ]] && d=("${gpu[@]}")
   echo "device $dev: comparing with the CPU and with 2 ranks"
   "$bin" train "$work/job.ini" "${d[@]}" --checkpoint "$work/$dev.h5" >"$work/$dev.out" 2>&1 ||
     fail "$dev: training failed: $(tail -3 "$work/$dev.out")"
@@ -130,14 +131,13 @@ two "$work/job.ini" --plan "$work/plan.json" --checkpoint "$work/cpu_burst.h5" >
   fail "burst plan on the CPU failed"
 check_device twin
 
-gemm=(--set job.device=cuda --set job.cudnn_algorithms=gemm)
-if "$bin" train "$work/job.ini" "${gemm[@]}" --checkpoint "$work/gpu_probe.h5" >"$work/gpu.out" 2>"$work/gpu.err"; then
+if "$bin" train "$work/job.ini" "${gpu[@]}" --checkpoint "$work/gpu_probe.h5" >"$work/gpu.out" 2>"$work/gpu.err"; then
   echo "a GPU is here"
   grep -q "GPU 0" "$work/gpu.out" || fail "banner does not name the GPU: $(head -1 "$work/gpu.out")"
   check_device cuda
   # Deterministic kernels (cuDNN algorithms, batch-norm sums): a rerun gives the same bits.
   weights_close gpu_probe cuda "two identical GPU runs" exact
-  "$bin" train "$work/job.ini" "${gemm[@]}" --set job.cuda_graphs=true --checkpoint "$work/graphs.h5" \
+  "$bin" train "$work/job.ini" "${gpu[@]}" --set job.cuda_graphs=true --checkpoint "$work/graphs.h5" \
     >"$work/graphs.out" 2>&1 || fail "GPU with CUDA graphs failed: $(tail -3 "$work/graphs.out")"
   weights_close cpu graphs "GPU with CUDA graphs against CPU"
   # cuDNN's default choice may take FFT or Winograd algorithms, which round
