@@ -7,10 +7,41 @@
 #include <numeric>
 
 #include "../comm/wait.hpp"
+#include "burstpool/cluster_throughput.hpp"
 #include "burstpool/error.hpp"
+#include "burstpool/model_io.hpp"
 #include "burstpool/runtime.hpp"
+#include "burstpool/session.hpp"
 
 namespace burstpool {
+namespace {
+using Clock = std::chrono::steady_clock;
+}  // namespace
+
+double data_parallel_step_seconds(const JobConfig& foreground, int steps) {
+  JobConfig job = foreground;
+  job.plan_path.clear();
+  job.background = {};
+  const ModelSpec spec = load_model_spec(job.model_path);
+  MPI_Comm comm = MPI_COMM_NULL;
+  BP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+  double seconds = 0;
+  {
+    TrainingSession session(job, spec, data_parallel_plan_within(spec, world().size, job.batch_size), comm);
+    use_job_device(job, session.exec());
+    const int64_t n = std::min<int64_t>(steps, session.total_steps());
+    for (int64_t step = 0; step < n; ++step) {
+      const auto t0 = Clock::now();
+      session.forward(step);
+      session.update(step);
+      if (step > 0) seconds += seconds_since(t0);  // the first step pays for first-touch allocation
+    }
+    if (n > 1) seconds /= static_cast<double>(n - 1);
+  }
+  BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  MPI_Comm_free(&comm);
+  return seconds;
+}
 
 Multiplexer::Multiplexer(const JobConfig& foreground, Executor& exec)
     : fg_(foreground), exec_(exec), gate_(foreground.background.max_slowdown, foreground.background.pause_in_allreduce) {
@@ -25,9 +56,14 @@ Multiplexer::Multiplexer(const JobConfig& foreground, Executor& exec)
     fmt::print(stderr,
                "burstpool: warning: OMPI_MCA_mpi_yield_when_idle=1 makes every MPI poll of the foreground hand its core "
                "to the background job; unset it (waits sleep on their own while a background job runs)\n");
+  if (!fg_.plan_path.empty()) dp_step_seconds_ = data_parallel_step_seconds(fg_, fg_.background.calibrate_steps);
   bg_ = std::make_unique<BackgroundJob>(bg, MPI_COMM_WORLD, gate_);
   bg_->calibrate(fg_.background.calibrate_steps);
   exec_.set_reduce_flag(&gate_.in_allreduce());
+  if (world().rank == 0 && dp_step_seconds_ > 0)
+    fmt::print("background: the foreground's model trained data parallel, alone: {:.0f} samples/s (the reference of "
+               "cluster_throughput_vs_data_parallel)\n",
+               fg_.batch_size / dp_step_seconds_);
   if (world().rank == 0)
     fmt::print("background: job '{}' ({}), {:.0f} samples/s alone; the foreground runs {} steps alone, then both\n",
                bg.name, bg.model_path, bg.batch_size / std::max(1e-9, bg_->seconds_per_step_alone()),
@@ -93,13 +129,22 @@ MultiplexResult Multiplexer::finish() {
   const double batch = fg_.batch_size;
   r.foreground_alone_samples_per_second = means[0] > 0 ? batch / means[0] : 0;
   r.foreground_shared_samples_per_second = means[1] > 0 ? batch / means[1] : 0;
-  if (r.foreground_shared_samples_per_second > 0 && r.foreground_alone_samples_per_second > 0) {
+  if (r.foreground_shared_samples_per_second > 0 && r.foreground_alone_samples_per_second > 0)
     r.foreground_slowdown = r.foreground_alone_samples_per_second / r.foreground_shared_samples_per_second;
-    const double bg = r.background.alone_samples_per_second > 0
-                          ? r.background.shared_samples_per_second / r.background.alone_samples_per_second
-                          : 0;
-    r.cluster_throughput = 1.0 / r.foreground_slowdown + bg;
+  const double fg_shared = r.foreground_shared_samples_per_second, bg_alone = r.background.alone_samples_per_second;
+  if (fg_.plan_path.empty()) {
+    r.foreground_data_parallel_samples_per_second = r.foreground_alone_samples_per_second;
+    r.data_parallel_reference = "the foreground is data parallel: its own steps alone";
+  } else {
+    r.foreground_data_parallel_samples_per_second = dp_step_seconds_ > 0 ? batch / dp_step_seconds_ : 0;
+    r.data_parallel_reference =
+        fmt::format("measured before the run: {} data-parallel steps of the foreground's model and batch, alone",
+                    fg_.background.calibrate_steps);
   }
+  r.cluster_throughput_vs_own_plan =
+      cluster_throughput(fg_shared, r.foreground_alone_samples_per_second, r.background.shared_samples_per_second, bg_alone);
+  r.cluster_throughput_vs_data_parallel = cluster_throughput(fg_shared, r.foreground_data_parallel_samples_per_second,
+                                                             r.background.shared_samples_per_second, bg_alone);
   if (r.background.failed)
     // A failed or abandoned background may leave reductions pending in MPI
     // that still write into its buffers; they must outlive them, so the job

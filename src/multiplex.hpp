@@ -1,8 +1,9 @@
 #pragma once
 // The trainer's side of multiplexing (include/burstpool/background.hpp): it
-// builds and calibrates the background job, times the foreground alone for
-// its first steps, starts the background, and at the end turns both jobs'
-// rates into the slowdown and cluster-throughput figures.
+// times the foreground's model trained data parallel alone (when the
+// foreground has a plan), builds and calibrates the background job, times the
+// foreground alone for its first steps, starts the background, and at the end
+// turns the rates into the slowdown and both cluster-throughput figures.
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,13 @@
 
 namespace burstpool {
 
+// Collective over the world: the foreground job's model and global batch
+// trained data parallel over the world, alone, for `steps` steps (the first
+// left out) in a session of its own (own communicator, model, optimizer, data
+// and sampler, so the foreground's state and numbers are untouched). Returns
+// the slowest rank's mean seconds per step: the reference of
+// cluster_throughput_vs_data_parallel for a foreground with a plan.
+double data_parallel_step_seconds(const JobConfig& foreground, int steps);
 
 class Multiplexer {
  public:
@@ -38,6 +46,7 @@ class Multiplexer {
   ForegroundGate gate_;
   std::unique_ptr<BackgroundJob> bg_;
   std::vector<double> alone_;    // foreground step seconds, alone
+  double dp_step_seconds_ = 0;   // data_parallel_step_seconds, for a foreground with a plan
   double shared_seconds_ = 0;    // foreground step seconds while the background ran
   int64_t shared_steps_ = 0;
   bool started_ = false;

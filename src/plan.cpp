@@ -51,6 +51,13 @@ Plan data_parallel_plan(const ModelSpec& model, int ranks, int global_batch) {
   return p;
 }
 
+Plan data_parallel_plan_within(const ModelSpec& model, int world_size, int global_batch) {
+  if (global_batch < 1) throw Error(fmt::format("global batch {} must be >= 1", global_batch));
+  Plan p = data_parallel_plan(model, std::min(world_size, global_batch), global_batch);
+  p.ranks = world_size;
+  return p;
+}
+
 Plan load_plan(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error(fmt::format("{}: cannot open plan file", path));

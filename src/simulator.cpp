@@ -4,6 +4,7 @@
 #include <map>
 
 #include "../comm/exchange.hpp"
+#include "burstpool/cluster_throughput.hpp"
 #include "burstpool/error.hpp"
 
 namespace burstpool {
@@ -20,7 +21,7 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
     if (it == prof.end()) throw Error(fmt::format("the profile has no layer '{}'", name));
     return it->second;
   };
-  std::vector<double> clock(R, 0.0), busy(R, 0.0), reduced(R, 0.0);
+  std::vector<double> clock(R, 0.0), busy(R, 0.0), reduced(R, 0.0), slack(R, 0.0);
   std::map<RankSet, double> group_free;  // when each group's previous allreduce ends
 
   auto message = [&](double bytes) { return p2p.latency_s + bytes / p2p.bandwidth_bytes_per_s; };
@@ -47,11 +48,13 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
     return static_cast<double>(std::count_if(set.begin(), set.end(), [&](int s) { return s % cores == r % cores; }));
   };
   auto compute = [&](const RankSet& set, const LayerProfile& lp, bool forward) {
+    const std::vector<double>& ms = forward ? lp.forward_ms : lp.backward_ms;
     for (int r : set) {
-      const double s = sharing(set, r) * profile.seconds(forward ? lp.forward_ms : lp.backward_ms,
-                                                 Plan::slice_of(set, r, B).count);
+      const int count = Plan::slice_of(set, r, B).count;
+      const double s = sharing(set, r) * profile.seconds(ms, count);
       clock[r] += s;
       busy[r] += s;
+      slack[r] += s * (1.0 - utilisation(profile, ms, count));
     }
   };
 
@@ -87,23 +90,54 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
   Simulation sim;
   for (int r = 0; r < R; ++r) sim.iteration_s = std::max(sim.iteration_s, std::max(clock[r], reduced[r]));
   sim.busy_s = busy;
+  sim.slack_s = slack;
   for (int r = 0; r < R; ++r) sim.idle_s.push_back(sim.iteration_s - busy[r]);
   return sim;
 }
 
-BackgroundPrediction predict_background(const Simulation& fg, const ModelSpec& spec, const ModelProfile& profile,
-                                        int ranks, int global_batch, const LinkModel& p2p, const LinkModel& allreduce) {
-  if (global_batch < ranks)
-    throw Error(fmt::format("background batch {} is smaller than the {} ranks it would run on", global_batch, ranks));
-  const Simulation alone =
-      simulate(spec, profile, data_parallel_plan(spec, ranks, global_batch), p2p, allreduce);
+double utilisation(const ModelProfile& profile, const std::vector<double>& ms, int batch) {
+  const int largest = profile.batches.back();
+  if (batch <= 0 || batch >= largest) return 1.0;
+  const double here = profile.seconds(ms, batch) / batch, best = profile.seconds(ms, largest) / largest;
+  return here > 0 ? std::clamp(best / here, 0.0, 1.0) : 1.0;
+}
+
+BackgroundPrediction predict_background(const ForegroundRun& fg, const BackgroundRun& bg, const PackingModel& packing,
+                                        const LinkModel& p2p, const LinkModel& allreduce) {
+  const int R = static_cast<int>(fg.own_plan.idle_s.size());
   BackgroundPrediction b;
-  b.alone_samples_per_second = global_batch / alone.iteration_s;
-  double idle = 0;
-  for (double s : fg.idle_s) idle += s;
-  b.idle_share = idle / (ranks * fg.iteration_s);
-  b.shared_samples_per_second = b.idle_share * b.alone_samples_per_second;
-  b.cluster_throughput = 1.0 + b.idle_share;
+  if (bg.independent) {  // a replica per rank, no network: R times one rank's rate alone
+    const Simulation one = simulate(*bg.spec, *bg.profile, data_parallel_plan(*bg.spec, 1, bg.batch), p2p, allreduce);
+    b.alone_samples_per_second = R * bg.batch / one.iteration_s;
+  } else {
+    if (bg.batch < R)
+      throw Error(fmt::format("background batch {} is smaller than the {} ranks it would run on", bg.batch, R));
+    const Simulation alone = simulate(*bg.spec, *bg.profile, data_parallel_plan(*bg.spec, R, bg.batch), p2p, allreduce);
+    b.alone_samples_per_second = bg.batch / alone.iteration_s;
+  }
+  // A data-parallel background steps together, at the pace of its least
+  // served rank; independent replicas each take what their rank leaves.
+  const Simulation& s = fg.own_plan;
+  double share_sum = 0, share_min = 1, idle = 0, slack = 0;
+  for (int r = 0; r < R; ++r) {
+    const double i = s.idle_s[r] / s.iteration_s, k = s.slack_s[r] / s.iteration_s;
+    const double share = background_share(packing, i, k);
+    share_sum += share, share_min = std::min(share_min, share), idle += i, slack += k;
+  }
+  b.idle_share = idle / R;
+  b.slack_share = slack / R;
+  const double share = bg.independent ? share_sum / R : share_min;
+  b.shared_samples_per_second = share * b.alone_samples_per_second;
+  b.foreground_slowdown = packing.foreground_slowdown;
+  b.foreground_alone_samples_per_second = fg.global_batch / s.iteration_s;
+  b.foreground_shared_samples_per_second = b.foreground_alone_samples_per_second / b.foreground_slowdown;
+  b.foreground_data_parallel_samples_per_second = fg.global_batch / fg.data_parallel.iteration_s;
+  b.cluster_throughput_vs_data_parallel =
+      cluster_throughput(b.foreground_shared_samples_per_second, b.foreground_data_parallel_samples_per_second,
+                         b.shared_samples_per_second, b.alone_samples_per_second);
+  b.cluster_throughput_vs_own_plan =
+      cluster_throughput(b.foreground_shared_samples_per_second, b.foreground_alone_samples_per_second,
+                         b.shared_samples_per_second, b.alone_samples_per_second);
   return b;
 }
 

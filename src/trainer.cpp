@@ -381,7 +381,8 @@ nlohmann::json metrics_json(const TrainResult& r) {
     out["foreground_samples_per_second"] = m.foreground_shared_samples_per_second;
     out["background_samples_per_second"] = b.shared_samples_per_second;
     out["foreground_slowdown"] = m.foreground_slowdown;
-    out["cluster_throughput"] = m.cluster_throughput;
+    out["cluster_throughput_vs_data_parallel"] = m.cluster_throughput_vs_data_parallel;
+    out["cluster_throughput_vs_own_plan"] = m.cluster_throughput_vs_own_plan;
     out["background"] = {{"job", b.job},
                          {"model", b.model},
                          {"priority", b.priority},
@@ -398,7 +399,9 @@ nlohmann::json metrics_json(const TrainResult& r) {
                          {"shared_allreduce_seconds", b.shared_times.allreduce},
                          {"calibrate_steps", m.calibrate_steps},
                          {"foreground_alone_samples_per_second", m.foreground_alone_samples_per_second},
-                         {"foreground_shared_samples_per_second", m.foreground_shared_samples_per_second}};
+                         {"foreground_shared_samples_per_second", m.foreground_shared_samples_per_second},
+                         {"foreground_data_parallel_samples_per_second", m.foreground_data_parallel_samples_per_second},
+                         {"data_parallel_reference", m.data_parallel_reference}};
   }
   return out;
 }

@@ -77,7 +77,14 @@ struct MultiplexResult {
   double foreground_alone_samples_per_second = 0;   // its first steps, alone
   double foreground_shared_samples_per_second = 0;  // while the background ran
   double foreground_slowdown = 0;                   // alone rate / shared rate
-  double cluster_throughput = 0;  // sum over both jobs of shared rate / alone rate
+  // The foreground's model and global batch trained data parallel over the
+  // same ranks, alone (equal to the alone rate when the foreground is data
+  // parallel; measured in calibration otherwise): the honest reference.
+  double foreground_data_parallel_samples_per_second = 0;
+  std::string data_parallel_reference;  // how that rate was had, for the metrics
+  // include/burstpool/cluster_throughput.hpp, against each reference.
+  double cluster_throughput_vs_data_parallel = 0;
+  double cluster_throughput_vs_own_plan = 0;
 };
 
 // The thread's scheduling: SCHED_IDLE where allowed, else the lowest nice.

@@ -44,6 +44,10 @@ struct Plan {
 
 // Every layer on ranks 0..N-1.
 Plan data_parallel_plan(const ModelSpec& model, int ranks, int global_batch);
+// Plain data parallelism in a world of world_size ranks: every layer on the
+// first min(world_size, global_batch) ranks (a batch smaller than the world
+// leaves the other ranks without work); plan.ranks = world_size.
+Plan data_parallel_plan_within(const ModelSpec& model, int world_size, int global_batch);
 
 Plan load_plan(const std::string& path);
 void save_plan(const Plan& plan, const std::string& path);

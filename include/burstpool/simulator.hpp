@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "burstpool/packing.hpp"
 #include "burstpool/plan.hpp"
 #include "burstpool/profile.hpp"
 
@@ -21,7 +22,15 @@ namespace burstpool {
 struct Simulation {
   double iteration_s = 0;
   std::vector<double> busy_s, idle_s;  // per rank: computing, and the rest of the step
+  // Per rank, of busy_s: the capacity that its kernels leave unused at their
+  // batch, busy seconds x (1 - utilisation) (include/burstpool/packing.hpp).
+  std::vector<double> slack_s;
 };
+
+// How much of the device a pass (a layer's forward_ms or backward_ms) uses at
+// `batch`: its per-sample time at the profile's largest batch over its
+// per-sample time at `batch`, in [0, 1]; 1 at or above the largest batch.
+double utilisation(const ModelProfile& profile, const std::vector<double>& ms, int batch);
 
 // cores: how many cores the ranks share (all ranks on one node, one thread
 // each); 0: a core (device) per rank, the cluster case. With fewer cores than
@@ -35,17 +44,32 @@ struct Simulation {
 Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
                     const LinkModel& allreduce, int cores = 0);
 
-// A background job training data parallel on the same ranks, filling the
-// time the foreground leaves idle (the model assumes it uses idle time fully
-// and never delays the foreground).
+// A background job on the same ranks as a simulated foreground, through a
+// packing model (include/burstpool/packing.hpp) fitted to measured runs.
+struct ForegroundRun {
+  Simulation own_plan;       // the foreground under its plan
+  Simulation data_parallel;  // the same model and global batch, data_parallel_plan_within the same ranks
+  int global_batch = 0;
+};
+struct BackgroundRun {
+  const ModelSpec* spec = nullptr;
+  const ModelProfile* profile = nullptr;
+  int batch = 0;             // global batch if data parallel, per rank if independent
+  bool independent = false;  // a replica per rank, no gradient sums (local training, as DeepPool's background)
+};
 struct BackgroundPrediction {
   double alone_samples_per_second = 0;   // the background on all ranks by itself
-  double shared_samples_per_second = 0;  // in the foreground's idle time
-  double idle_share = 0;                 // sum of idle / (ranks x foreground step)
-  double cluster_throughput = 0;         // 1 (foreground unchanged) + shared / alone
+  double shared_samples_per_second = 0;  // beside the foreground
+  double idle_share = 0;                 // mean over ranks of idle / foreground step
+  double slack_share = 0;                // mean over ranks of slack / foreground step
+  double foreground_slowdown = 1;        // the packing model's
+  double foreground_alone_samples_per_second = 0;          // under its plan
+  double foreground_shared_samples_per_second = 0;         // under its plan, beside the background
+  double foreground_data_parallel_samples_per_second = 0;  // data parallel alone: the reference
+  double cluster_throughput_vs_data_parallel = 0;          // include/burstpool/cluster_throughput.hpp
+  double cluster_throughput_vs_own_plan = 0;
 };
-BackgroundPrediction predict_background(const Simulation& foreground, const ModelSpec& spec,
-                                        const ModelProfile& profile, int ranks, int global_batch,
-                                        const LinkModel& p2p, const LinkModel& allreduce);
+BackgroundPrediction predict_background(const ForegroundRun& foreground, const BackgroundRun& background,
+                                        const PackingModel& packing, const LinkModel& p2p, const LinkModel& allreduce);
 
 }  // namespace burstpool

@@ -22,5 +22,6 @@ Command add_keys(CLI::App& app);
 Command add_plan(CLI::App& app);
 Command add_profile(CLI::App& app);
 Command add_simulate(CLI::App& app);
+Command add_fit_packing(CLI::App& app);
 
 }  // namespace burstpool::cli

@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   CLI::App app{"burstpool: burst-parallel, multiplexed DNN training over MPI"};
   app.require_subcommand(1);
   const std::vector<cli::Command> commands = {cli::add_train(app), cli::add_convert(app), cli::add_plan(app),
-                                              cli::add_profile(app), cli::add_simulate(app),
+                                              cli::add_profile(app), cli::add_simulate(app), cli::add_fit_packing(app),
                                               cli::add_keys(app)};
   try {
     app.parse(argc, argv);

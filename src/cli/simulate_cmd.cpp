@@ -1,4 +1,5 @@
 // burstpool simulate PLAN.json --model MODEL --profile P (--network NET | --bandwidth GBPS --latency US) [--out SIM.json]
+//   [--background JOB.ini --background-profile P [--background-independent] [--packing PACKING.json]]
 #include <fmt/format.h>
 
 #include "burstpool/error.hpp"
@@ -13,10 +14,53 @@ namespace burstpool::cli {
 
 namespace {
 struct SimulateArgs {
-  std::string plan, model, profile, out, background, background_profile;
+  std::string plan, model, profile, out, background, background_profile, packing;
+  bool independent = false;
   NetworkArgs network;
   int cores = 0;
 };
+
+// The background's prediction: printed, and returned for the JSON output.
+nlohmann::json predict(const SimulateArgs& args, const ModelSpec& spec, const ModelProfile& profile, const Plan& plan,
+                       const Simulation& sim, const LinkModel& p2p, const LinkModel& all) {
+  if (args.background_profile.empty()) throw Error("--background needs --background-profile");
+  JobConfig bg = load_job(args.background);
+  ModelSpec bg_spec = load_model_spec(bg.model_path);
+  ModelProfile bg_profile = load_profile(args.background_profile, bg_spec);
+  const PackingModel packing = args.packing.empty() ? PackingModel{} : load_packing(args.packing);
+  ForegroundRun fg{sim, simulate(spec, profile, data_parallel_plan_within(spec, plan.ranks, plan.global_batch), p2p, all,
+                                 args.cores),
+                   plan.global_batch};
+  const BackgroundPrediction b =
+      predict_background(fg, {&bg_spec, &bg_profile, bg.batch_size, args.independent}, packing, p2p, all);
+  fmt::print("background '{}' ({}): {:.0f} samples/s alone on {} ranks, {:.0f} beside the foreground (idle {:.0f}%, "
+             "slack {:.0f}% of rank time)\n",
+             bg.name, args.independent ? "a replica per rank" : "data parallel", b.alone_samples_per_second,
+             plan.ranks, b.shared_samples_per_second, 100 * b.idle_share, 100 * b.slack_share);
+  fmt::print("foreground: {:.0f} samples/s under its plan alone, {:.0f} beside the background (slowdown {:.3f}); "
+             "data parallel alone {:.0f}\n",
+             b.foreground_alone_samples_per_second, b.foreground_shared_samples_per_second, b.foreground_slowdown,
+             b.foreground_data_parallel_samples_per_second);
+  fmt::print("predicted cluster throughput {:.3f} against data parallel alone ({:.3f} against the plan alone)\n",
+             b.cluster_throughput_vs_data_parallel, b.cluster_throughput_vs_own_plan);
+  fmt::print("packing model ({}): {}\n", packing.device, packing.calibration);
+  return {{"job", bg.name},
+          {"independent", args.independent},
+          {"alone_samples_per_second", b.alone_samples_per_second},
+          {"shared_samples_per_second", b.shared_samples_per_second},
+          {"idle_share", b.idle_share},
+          {"slack_share", b.slack_share},
+          {"foreground_slowdown", b.foreground_slowdown},
+          {"foreground_alone_samples_per_second", b.foreground_alone_samples_per_second},
+          {"foreground_shared_samples_per_second", b.foreground_shared_samples_per_second},
+          {"foreground_data_parallel_samples_per_second", b.foreground_data_parallel_samples_per_second},
+          {"cluster_throughput_vs_data_parallel", b.cluster_throughput_vs_data_parallel},
+          {"cluster_throughput_vs_own_plan", b.cluster_throughput_vs_own_plan},
+          {"packing", {{"device", packing.device},
+                       {"idle_efficiency", packing.idle_efficiency},
+                       {"busy_efficiency", packing.busy_efficiency},
+                       {"calibration", packing.calibration}}}};
+}
 }  // namespace
 
 Command add_simulate(CLI::App& app) {
@@ -28,6 +72,10 @@ Command add_simulate(CLI::App& app) {
   args->network.add_to(sub);
   sub->add_option("--background", args->background, "Background job file (INI), data parallel on the same ranks");
   sub->add_option("--background-profile", args->background_profile, "Layer profile of the background job's model");
+  sub->add_flag("--background-independent", args->independent,
+                "The background trains a replica per rank at its job's batch, with no gradient sums");
+  sub->add_option("--packing", args->packing,
+                  "Packing model (JSON, burstpool fit-packing) for the background; without it, idle time fully used");
   sub->add_option("--cores", args->cores,
                   "Cores the ranks share on one machine with fewer cores than ranks; rank r on core r mod C (0: one per rank)")
       ->check(CLI::NonNegativeNumber);
@@ -44,23 +92,8 @@ Command add_simulate(CLI::App& app) {
               fmt::print("rank {:>3}: busy {:8.3f} ms, idle {:8.3f} ms ({:.0f}% idle)\n", r, 1e3 * sim.busy_s[r],
                          1e3 * sim.idle_s[r], 100 * sim.idle_s[r] / sim.iteration_s);
             nlohmann::json out = {{"iteration_s", sim.iteration_s}, {"busy_s", sim.busy_s}, {"idle_s", sim.idle_s},
-                                  {"ranks", plan.ranks}, {"global_batch", plan.global_batch}};
-            if (!args->background.empty()) {
-              if (args->background_profile.empty()) throw Error("--background needs --background-profile");
-              JobConfig bg = load_job(args->background);
-              ModelSpec bg_spec = load_model_spec(bg.model_path);
-              ModelProfile bg_profile = load_profile(args->background_profile, bg_spec);
-              BackgroundPrediction b = predict_background(sim, bg_spec, bg_profile, plan.ranks, bg.batch_size, p2p, all);
-              fmt::print("background '{}': {:.0f} samples/s alone on {} ranks, {:.0f} samples/s in the foreground's "
-                         "idle time ({:.0f}% of rank time); predicted cluster throughput {:.2f}\n",
-                         bg.name, b.alone_samples_per_second, plan.ranks, b.shared_samples_per_second,
-                         100 * b.idle_share, b.cluster_throughput);
-              out["background"] = {{"job", bg.name},
-                                   {"alone_samples_per_second", b.alone_samples_per_second},
-                                   {"shared_samples_per_second", b.shared_samples_per_second},
-                                   {"idle_share", b.idle_share},
-                                   {"cluster_throughput", b.cluster_throughput}};
-            }
+                                  {"slack_s", sim.slack_s}, {"ranks", plan.ranks}, {"global_batch", plan.global_batch}};
+            if (!args->background.empty()) out["background"] = predict(*args, spec, profile, plan, sim, p2p, all);
             if (!args->out.empty()) write_json(args->out, out);
           }};
 }

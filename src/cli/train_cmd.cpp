@@ -68,6 +68,15 @@ Command add_train(CLI::App& app) {
               fmt::print("done: {} steps in {:.1f} s, {:.1f} samples/s, final loss {:.4f}, test accuracy {}\n",
                          result.steps, result.wall_seconds, result.samples_per_second, result.final_loss,
                          std::isfinite(result.test_accuracy) ? fmt::format("{:.4f}", result.test_accuracy) : "n/a");
+            if (world().rank == 0 && result.multiplex) {
+              const MultiplexResult& m = *result.multiplex;
+              fmt::print("multiplexing: cluster throughput {:.3f} against data parallel alone ({:.3f} against the "
+                         "foreground's own plan alone); foreground slowdown {:.3f}, background {:.0f} of {:.0f} "
+                         "samples/s alone\n",
+                         m.cluster_throughput_vs_data_parallel, m.cluster_throughput_vs_own_plan,
+                         m.foreground_slowdown, m.background.shared_samples_per_second,
+                         m.background.alone_samples_per_second);
+            }
             if (!result.stopped_by.empty()) {
               if (world().rank == 0)
                 fmt::print("stopped early by {} after {} steps{}; run again with --resume to continue\n",

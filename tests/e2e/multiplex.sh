@@ -58,6 +58,8 @@ run alone "$work/alone.ini" || fail "alone: exit $?"
 # 1. Shared run: same foreground bits, both losses fall, all figures present.
 run shared "$work/fg.ini" || fail "shared: exit $?: $(cat "$work/shared.err")"
 same_as_alone shared
+grep -q "^multiplexing: cluster throughput [0-9.]* against data parallel alone" "$work/shared.out" ||
+  fail "shared: no closing multiplexing line"
 python3 - "$work/shared.json" "$work/shared.out" <<'PY' || fail "shared: metrics or losses wrong"
 import json, re, sys
 m = json.load(open(sys.argv[1]))
@@ -68,7 +70,12 @@ checks = {
     "background loss falls": b["last_loss"] < 0.5 * b["first_loss"],
     "background ran beside the foreground": b["shared_steps"] > 0 and m["background_samples_per_second"] > 0,
     "rates": m["foreground_samples_per_second"] > 0 and b["alone_samples_per_second"] > 0,
-    "slowdown and cluster throughput": m["foreground_slowdown"] > 0 and m["cluster_throughput"] > 0,
+    "slowdown and cluster throughput": m["foreground_slowdown"] > 0 and m["cluster_throughput_vs_own_plan"] > 0,
+    "data-parallel reference measured for the plan": b["foreground_data_parallel_samples_per_second"] > 0
+    and b["data_parallel_reference"].startswith("measured"),
+    "cluster throughput against data parallel": abs(m["cluster_throughput_vs_data_parallel"]
+        - (m["foreground_samples_per_second"] / b["foreground_data_parallel_samples_per_second"]
+           + m["background_samples_per_second"] / b["alone_samples_per_second"])) < 1e-9,
     "idle priority": b["priority"] in ("SCHED_IDLE", "nice 19"),
     "no failure": b["failed_ranks"] == 0,
 }

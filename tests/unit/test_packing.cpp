@@ -1,0 +1,85 @@
+// The cluster-throughput figure and the packing model's fit, on hand-made numbers.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "burstpool/cluster_throughput.hpp"
+#include "burstpool/error.hpp"
+#include "burstpool/packing.hpp"
+
+namespace burstpool {
+namespace {
+
+TEST(ClusterThroughput, AgainstDataParallelChargesASlowPlan) {
+  // Foreground: 1000 samples/s data parallel alone, 800 under its burst plan
+  // alone, 720 under the plan beside the background; background 600 of 1500.
+  const double vs_own = cluster_throughput(720, 800, 600, 1500);
+  const double vs_dp = cluster_throughput(720, 1000, 600, 1500);
+  EXPECT_DOUBLE_EQ(vs_own, 0.9 + 0.4);
+  EXPECT_DOUBLE_EQ(vs_dp, 0.72 + 0.4);
+  // A plan much slower than data parallel loses even with its background.
+  EXPECT_DOUBLE_EQ(cluster_throughput(500, 1000, 300, 1500), 0.5 + 0.2);
+  EXPECT_LT(cluster_throughput(500, 1000, 300, 1500), 1.0);
+  // Nothing measured: that term is 0, not a division by zero.
+  EXPECT_DOUBLE_EQ(cluster_throughput(500, 0, 300, 1500), 0.2);
+  EXPECT_DOUBLE_EQ(cluster_throughput(500, 1000, 300, 0), 0.5);
+}
+
+TEST(PackingFit, CpuFitsIdleEfficiencyAloneByLeastSquares) {
+  // share = 0.6 idle exactly for two runs, a third off the line: least squares
+  // through the origin, sum(x y) / sum(x x).
+  const std::vector<PackingSample> s = {{"a", 0.5, 0.3, 0.30, 1.05}, {"b", 0.25, 0.1, 0.15, 1.07},
+                                        {"c", 0.1, 0.0, 0.08, 1.09}};
+  const PackingModel m = fit_packing(s, "cpu");
+  const double xy = 0.5 * 0.30 + 0.25 * 0.15 + 0.1 * 0.08, xx = 0.25 + 0.0625 + 0.01;
+  EXPECT_NEAR(m.idle_efficiency, xy / xx, 1e-12);
+  EXPECT_EQ(m.busy_efficiency, 0) << "a CPU rank's busy core leaves the background nothing";
+  EXPECT_NEAR(m.foreground_slowdown, (1.05 + 1.07 + 1.09) / 3, 1e-12);
+  EXPECT_NE(m.calibration.find("a, b, c"), std::string::npos);
+  EXPECT_NEAR(background_share(m, 0.5, 0.9), m.idle_efficiency * 0.5, 1e-12);
+  EXPECT_EQ(background_share(m, 5.0, 0), 1.0) << "clamped";
+}
+
+TEST(PackingFit, GpuRecoversBothEfficiencies) {
+  // Made from share = 0.8 idle + 0.3 slack.
+  std::vector<PackingSample> s;
+  for (auto [i, k] : {std::pair{0.1, 0.5}, {0.4, 0.2}, {0.0, 0.6}, {0.3, 0.3}})
+    s.push_back({"x", i, k, 0.8 * i + 0.3 * k, 1.1});
+  const PackingModel m = fit_packing(s, "cuda");
+  EXPECT_NEAR(m.idle_efficiency, 0.8, 1e-9);
+  EXPECT_NEAR(m.busy_efficiency, 0.3, 1e-9);
+  // A fit that would need a negative slack term keeps it at 0 and refits idle alone.
+  std::vector<PackingSample> t = {{"a", 0.2, 0.5, 0.1, 1}, {"b", 0.6, 0.1, 0.5, 1}, {"c", 0.4, 0.4, 0.2, 1}};
+  const PackingModel n = fit_packing(t, "cuda");
+  EXPECT_EQ(n.busy_efficiency, 0);
+  EXPECT_NEAR(n.idle_efficiency, (0.02 + 0.3 + 0.08) / (0.04 + 0.36 + 0.16), 1e-12);
+}
+
+TEST(PackingFit, RefusesWhatCannotFixIt) {
+  EXPECT_THROW(fit_packing({}, "cpu"), Error);
+  EXPECT_THROW(fit_packing({{"dp", 0.0, 0.2, 0.05, 1.1}}, "cpu"), Error);
+}
+
+TEST(PackingFile, RoundTripsAndNamesBadKeys) {
+  const std::string path = testing::TempDir() + "packing.json";
+  PackingModel m = fit_packing({{"a", 0.5, 0, 0.25, 1.1}}, "cpu");
+  save_packing(m, {{"a", 0.5, 0, 0.25, 1.1}}, path);
+  const PackingModel back = load_packing(path);
+  EXPECT_EQ(back.device, "cpu");
+  EXPECT_DOUBLE_EQ(back.idle_efficiency, 0.5);
+  EXPECT_DOUBLE_EQ(back.foreground_slowdown, 1.1);
+  EXPECT_EQ(load_packing_samples(path).size(), 1u);
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs("{\"format\": \"burstpool-packing\", \"device\": \"cpu\", \"idle_efficiency\": \"x\"}", f);
+  std::fclose(f);
+  try {
+    load_packing(path);
+    FAIL() << "a string efficiency was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"idle_efficiency\" must be a finite number"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace burstpool
