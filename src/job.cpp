@@ -62,7 +62,7 @@ const std::vector<JobKey>& job_schema() {
       {"sync", "local_steps", "8", "iterations", "local-sgd: iterations between model averages"},
       {"sync", "shadow_pause_ms", "0", "milliseconds", "shadow: pause between two background averaging rounds"},
       {"background", "job", "", "path", "A background job file trained data parallel beside this one on the same ranks, in its own thread at idle priority, on its own communicator (docs/multiplexing.md); empty or none: no background job (--set background.job=none switches it off). Relative to this job file's folder"},
-      {"background", "calibrate_steps", "10", "steps", "Steps each job first runs alone (background first, then foreground) to measure its speed alone; >= 2"},
+      {"background", "calibrate_steps", "10", "steps", "Steps each job first runs alone to measure its speed alone: a planned foreground trained data parallel (the cluster-throughput reference), the background, then the foreground under its plan; >= 2"},
       {"background", "max_slowdown", "1.1", "factor", "The background starts a piece (one layer) only while the foreground's last step took at most this times its time alone"},
       {"background", "pause_in_allreduce", "false", "boolean", "Also hold the background back while the foreground waits in a reduction (for devices where the two compete; on CPUs that wait is the background's chance)"},
       {"background", "wait_spin_us", "200", "microseconds", "While a background job runs, a foreground wait polls this long before it starts sleeping"},

@@ -1,8 +1,10 @@
 #include "burstpool/packing.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -28,11 +30,63 @@ double number(const nlohmann::json& j, const char* key, const std::string& where
   return j[key].get<double>();
 }
 
-// Minimises sum (share - a x)^2 over a >= 0.
-double fit_one(const std::vector<PackingSample>& s, double PackingSample::*x) {
-  double xy = 0, xx = 0;
-  for (const PackingSample& p : s) xy += p.*x * p.background_share, xx += p.*x * p.*x;
-  return xx > 0 ? std::max(0.0, xy / xx) : 0.0;
+using Coefficients = std::array<double, 3>;  // base_share, idle_efficiency, busy_efficiency
+
+double predict(const Coefficients& c, const PackingSample& p) {
+  return c[0] + c[1] * p.idle_share + c[2] * p.slack_share;
+}
+
+double residual(const Coefficients& c, const std::vector<PackingSample>& s) {
+  double r = 0;
+  for (const PackingSample& p : s) r += (predict(c, p) - p.background_share) * (predict(c, p) - p.background_share);
+  return r;
+}
+
+// Least squares over the coefficients in `free` (the others 0), by the normal
+// equations and Gaussian elimination with partial pivoting; nullopt when they
+// are singular (the samples cannot tell those coefficients apart).
+std::optional<Coefficients> solve(const std::vector<PackingSample>& s, const std::vector<int>& free) {
+  const size_t n = free.size();
+  auto x = [&](const PackingSample& p, int k) { return k == 0 ? 1.0 : k == 1 ? p.idle_share : p.slack_share; };
+  std::vector<std::vector<double>> a(n, std::vector<double>(n + 1, 0.0));
+  for (const PackingSample& p : s)
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < n; ++j) a[i][j] += x(p, free[i]) * x(p, free[j]);
+      a[i][n] += x(p, free[i]) * p.background_share;
+    }
+  for (size_t c = 0; c < n; ++c) {
+    size_t pivot = c;
+    for (size_t r = c + 1; r < n; ++r)
+      if (std::abs(a[r][c]) > std::abs(a[pivot][c])) pivot = r;
+    if (std::abs(a[pivot][c]) < 1e-12) return std::nullopt;
+    std::swap(a[c], a[pivot]);
+    for (size_t r = 0; r < n; ++r) {
+      if (r == c) continue;
+      const double f = a[r][c] / a[c][c];
+      for (size_t k = c; k <= n; ++k) a[r][k] -= f * a[c][k];
+    }
+  }
+  Coefficients out{0, 0, 0};
+  for (size_t i = 0; i < n; ++i) out[free[i]] = a[i][n] / a[i][i];
+  return out;
+}
+
+// Non-negative least squares for at most three coefficients: the best of the
+// unconstrained fits over every subset of them whose solution is >= 0 (the
+// optimum is one of these).
+Coefficients fit_non_negative(const std::vector<PackingSample>& s, const std::vector<int>& candidates) {
+  Coefficients best{0, 0, 0};
+  double best_residual = residual(best, s);
+  for (unsigned mask = 1; mask < (1u << candidates.size()); ++mask) {
+    std::vector<int> free;
+    for (size_t k = 0; k < candidates.size(); ++k)
+      if (mask & (1u << k)) free.push_back(candidates[k]);
+    const std::optional<Coefficients> c = solve(s, free);
+    if (!c || std::any_of(c->begin(), c->end(), [](double v) { return v < 0; })) continue;
+    const double r = residual(*c, s);
+    if (r < best_residual - 1e-15) best = *c, best_residual = r;
+  }
+  return best;
 }
 
 }  // namespace
@@ -41,33 +95,21 @@ PackingModel fit_packing(const std::vector<PackingSample>& samples, const std::s
   if (samples.empty()) throw Error("fit_packing: no measured runs to fit to");
   PackingModel m;
   m.device = device;
-  double sii = 0, sss = 0, sis = 0, siy = 0, ssy = 0, slowdown = 0;
+  const Coefficients c = fit_non_negative(samples, device == "cpu" ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2});
+  m.base_share = c[0], m.idle_efficiency = c[1], m.busy_efficiency = c[2];
+  double slowdown = 0;
+  std::string labels;
   for (const PackingSample& p : samples) {
-    sii += p.idle_share * p.idle_share, sss += p.slack_share * p.slack_share, sis += p.idle_share * p.slack_share;
-    siy += p.idle_share * p.background_share, ssy += p.slack_share * p.background_share;
     slowdown += p.foreground_slowdown;
-  }
-  if (sii <= 0 && (device == "cpu" || sss <= 0))
-    throw Error("fit_packing: the runs leave the foreground no idle (or slack) time, so they cannot fix the fit");
-  const double det = sii * sss - sis * sis;
-  if (device == "cpu" || det <= 1e-12 * std::max(1.0, sii * sss)) {
-    m.idle_efficiency = fit_one(samples, &PackingSample::idle_share);
-    m.busy_efficiency = 0;
-  } else {  // the 2x2 normal equations; a negative coefficient is dropped and the other refitted
-    m.idle_efficiency = (siy * sss - ssy * sis) / det;
-    m.busy_efficiency = (ssy * sii - siy * sis) / det;
-    if (m.idle_efficiency < 0) m.idle_efficiency = 0, m.busy_efficiency = fit_one(samples, &PackingSample::slack_share);
-    if (m.busy_efficiency < 0) m.busy_efficiency = 0, m.idle_efficiency = fit_one(samples, &PackingSample::idle_share);
+    labels += (labels.empty() ? "" : ", ") + p.label;
   }
   m.foreground_slowdown = slowdown / static_cast<double>(samples.size());
-  std::string labels;
-  for (const PackingSample& p : samples) labels += (labels.empty() ? "" : ", ") + p.label;
   m.calibration = fmt::format("fitted to {} measured run(s): {}", samples.size(), labels);
   return m;
 }
 
 double background_share(const PackingModel& m, double idle_share, double slack_share) {
-  return std::clamp(m.idle_efficiency * idle_share + m.busy_efficiency * slack_share, 0.0, 1.0);
+  return std::clamp(m.base_share + m.idle_efficiency * idle_share + m.busy_efficiency * slack_share, 0.0, 1.0);
 }
 
 void save_packing(const PackingModel& m, const std::vector<PackingSample>& samples, const std::string& path) {
@@ -80,6 +122,7 @@ void save_packing(const PackingModel& m, const std::vector<PackingSample>& sampl
                     {"foreground_slowdown", p.foreground_slowdown}});
   write_json(path, {{"format", "burstpool-packing"},
                     {"device", m.device},
+                    {"base_share", m.base_share},
                     {"idle_efficiency", m.idle_efficiency},
                     {"busy_efficiency", m.busy_efficiency},
                     {"foreground_slowdown", m.foreground_slowdown},
@@ -94,11 +137,12 @@ PackingModel load_packing(const std::string& path) {
   PackingModel m;
   if (!j.contains("device") || !j["device"].is_string()) throw Error(fmt::format("{}: \"device\" must be a string", path));
   m.device = j["device"].get<std::string>();
+  m.base_share = number(j, "base_share", path);
   m.idle_efficiency = number(j, "idle_efficiency", path);
   m.busy_efficiency = number(j, "busy_efficiency", path);
   m.foreground_slowdown = number(j, "foreground_slowdown", path);
-  if (m.idle_efficiency < 0 || m.busy_efficiency < 0)
-    throw Error(fmt::format("{}: the efficiencies must be >= 0", path));
+  if (m.base_share < 0 || m.idle_efficiency < 0 || m.busy_efficiency < 0)
+    throw Error(fmt::format("{}: base_share and the efficiencies must be >= 0", path));
   if (m.foreground_slowdown < 1e-3) throw Error(fmt::format("{}: \"foreground_slowdown\" must be positive", path));
   m.calibration = j.value("calibration", std::string("from ") + path);
   return m;

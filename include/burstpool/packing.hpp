@@ -10,12 +10,16 @@
 // per-sample time at the largest profiled batch over its per-sample time at
 // the batch it runs). The background then progresses at
 //
-//   share = idle_efficiency * idle share + busy_efficiency * slack share
+//   share = base_share + idle_efficiency * idle share + busy_efficiency * slack share
 //
 // of its rate alone (at most 1), and the foreground runs foreground_slowdown
-// times slower than alone. On a CPU with one thread per rank a foreground
-// kernel keeps its core busy, so busy_efficiency is 0 there and only
-// idle_efficiency and the slowdown are fitted; on a GPU both efficiencies are.
+// times slower than alone. base_share is the time the simulator does not see:
+// ranks that meet at batch-norm sums and gradient buckets drift apart by
+// noise, and the one that arrives first waits (a data-parallel foreground,
+// with no idle time in the simulation, still leaves a background some). On a
+// CPU with one thread per rank a foreground kernel keeps its core busy, so
+// busy_efficiency is 0 there and base_share, idle_efficiency and the slowdown
+// are fitted; on a GPU all three coefficients are.
 #include <string>
 #include <vector>
 
@@ -23,6 +27,7 @@ namespace burstpool {
 
 struct PackingModel {
   std::string device = "cpu";
+  double base_share = 0;
   double idle_efficiency = 1;
   double busy_efficiency = 0;
   double foreground_slowdown = 1;
@@ -39,16 +44,16 @@ struct PackingSample {
   double foreground_slowdown = 1;  // measured: foreground alone / shared rate
 };
 
-// Least squares fit of background_share = idle_efficiency * idle_share +
-// busy_efficiency * slack_share with both efficiencies >= 0 (busy_efficiency
-// held at 0 for device "cpu"), and the mean measured slowdown. Throws Error
-// for no samples or samples that cannot determine the fit (no idle time).
+// Least squares fit of background_share = base_share + idle_efficiency *
+// idle_share + busy_efficiency * slack_share with every coefficient >= 0
+// (busy_efficiency held at 0 for device "cpu"), and the mean measured
+// slowdown. Throws Error for no samples.
 PackingModel fit_packing(const std::vector<PackingSample>& samples, const std::string& device);
 
 // The predicted share of the background's rate alone (clamped to [0, 1]).
 double background_share(const PackingModel& model, double idle_share, double slack_share);
 
-// JSON files: {"format": "burstpool-packing", "device", "idle_efficiency",
+// JSON files: {"format": "burstpool-packing", "device", "base_share", "idle_efficiency",
 // "busy_efficiency", "foreground_slowdown", "calibration", "samples": [...]}.
 // Errors name the file and the key.
 void save_packing(const PackingModel& model, const std::vector<PackingSample>& samples, const std::string& path);

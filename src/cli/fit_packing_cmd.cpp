@@ -29,9 +29,9 @@ Command add_fit_packing(CLI::App& app) {
             const std::vector<PackingSample> samples = load_packing_samples(args->samples);
             const PackingModel m = fit_packing(samples, args->device);
             save_packing(m, samples, args->out);
-            fmt::print("packing model for {}: idle efficiency {:.3f}, busy efficiency {:.3f}, foreground slowdown "
-                       "{:.3f} ({})\n",
-                       m.device, m.idle_efficiency, m.busy_efficiency, m.foreground_slowdown, m.calibration);
+            fmt::print("packing model for {}: base share {:.3f}, idle efficiency {:.3f}, busy efficiency {:.3f}, "
+                       "foreground slowdown {:.3f} ({})\n",
+                       m.device, m.base_share, m.idle_efficiency, m.busy_efficiency, m.foreground_slowdown, m.calibration);
             for (const PackingSample& s : samples)
               fmt::print("  {}: background share measured {:.3f}, fitted {:.3f}\n", s.label, s.background_share,
                          background_share(m, s.idle_share, s.slack_share));

@@ -3,6 +3,7 @@
 // burstpool plan --data-parallel MODEL --ranks N --global-batch B --out PLAN.json
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -40,7 +41,8 @@ Command add_plan(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   CLI::App* sub = app.add_subcommand("plan", "Plan each layer's ranks from profiles, or write the data-parallel plan");
   sub->add_option("model", args->model, "Model file (.ini, .h5)")->required();
-  sub->add_flag("--data-parallel", args->data_parallel, "Every layer on every rank (needs no profile)");
+  sub->add_flag("--data-parallel", args->data_parallel,
+                "Every layer on every rank, or on the first B when the batch B is smaller (needs no profile)");
   sub->add_option("--profile", args->profile, "Layer profile (burstpool profile MODEL ...)");
   args->network.add_to(sub);
   sub->add_option("--ranks", args->ranks, "Ranks N")->required();
@@ -56,9 +58,13 @@ Command add_plan(CLI::App& app) {
             ModelSpec spec = load_model_spec(args->model);
             if (args->data_parallel) {
               if (args->out.empty()) throw Error("--data-parallel needs --out");
-              save_plan(data_parallel_plan(spec, args->ranks, args->batch), args->out);
-              fmt::print("wrote {}: {} layers on ranks 0..{}, global batch {}\n", args->out, spec.layers.size(),
-                         args->ranks - 1, args->batch);
+              save_plan(data_parallel_plan_within(spec, args->ranks, args->batch), args->out);
+              fmt::print("wrote {}: {} layers on ranks 0..{}, global batch {}{}\n", args->out, spec.layers.size(),
+                         std::min(args->ranks, args->batch) - 1, args->batch,
+                         args->batch < args->ranks
+                             ? fmt::format(" (a batch of {} leaves ranks {}..{} without work)", args->batch,
+                                           args->batch, args->ranks - 1)
+                             : "");
               return;
             }
             if (args->profile.empty()) throw Error("plan needs --profile (or --data-parallel)");

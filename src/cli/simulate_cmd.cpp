@@ -57,6 +57,7 @@ nlohmann::json predict(const SimulateArgs& args, const ModelSpec& spec, const Mo
           {"cluster_throughput_vs_data_parallel", b.cluster_throughput_vs_data_parallel},
           {"cluster_throughput_vs_own_plan", b.cluster_throughput_vs_own_plan},
           {"packing", {{"device", packing.device},
+                       {"base_share", packing.base_share},
                        {"idle_efficiency", packing.idle_efficiency},
                        {"busy_efficiency", packing.busy_efficiency},
                        {"calibration", packing.calibration}}}};

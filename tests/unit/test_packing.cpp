@@ -25,52 +25,62 @@ TEST(ClusterThroughput, AgainstDataParallelChargesASlowPlan) {
   EXPECT_DOUBLE_EQ(cluster_throughput(500, 1000, 300, 0), 0.5);
 }
 
-TEST(PackingFit, CpuFitsIdleEfficiencyAloneByLeastSquares) {
-  // share = 0.6 idle exactly for two runs, a third off the line: least squares
-  // through the origin, sum(x y) / sum(x x).
-  const std::vector<PackingSample> s = {{"a", 0.5, 0.3, 0.30, 1.05}, {"b", 0.25, 0.1, 0.15, 1.07},
-                                        {"c", 0.1, 0.0, 0.08, 1.09}};
+TEST(PackingFit, CpuFitsABaseShareAndIdleEfficiencyByLeastSquares) {
+  // Three runs off a line: simple linear regression by hand,
+  // slope = sum((x - mean x)(y - mean y)) / sum((x - mean x)^2), base = mean y - slope mean x.
+  const std::vector<PackingSample> s = {{"a", 0.5, 0.3, 0.36, 1.05}, {"b", 0.25, 0.1, 0.18, 1.07},
+                                        {"c", 0.0, 0.2, 0.08, 1.09}};
   const PackingModel m = fit_packing(s, "cpu");
-  const double xy = 0.5 * 0.30 + 0.25 * 0.15 + 0.1 * 0.08, xx = 0.25 + 0.0625 + 0.01;
-  EXPECT_NEAR(m.idle_efficiency, xy / xx, 1e-12);
+  const double mx = 0.25, my = (0.36 + 0.18 + 0.08) / 3;
+  const double slope = (0.25 * (0.36 - my) + 0 * (0.18 - my) + -0.25 * (0.08 - my)) / (2 * 0.0625);
+  EXPECT_NEAR(m.idle_efficiency, slope, 1e-12);
+  EXPECT_NEAR(m.base_share, my - slope * mx, 1e-12);
   EXPECT_EQ(m.busy_efficiency, 0) << "a CPU rank's busy core leaves the background nothing";
   EXPECT_NEAR(m.foreground_slowdown, (1.05 + 1.07 + 1.09) / 3, 1e-12);
   EXPECT_NE(m.calibration.find("a, b, c"), std::string::npos);
-  EXPECT_NEAR(background_share(m, 0.5, 0.9), m.idle_efficiency * 0.5, 1e-12);
+  EXPECT_NEAR(background_share(m, 0.5, 0.9), m.base_share + m.idle_efficiency * 0.5, 1e-12);
   EXPECT_EQ(background_share(m, 5.0, 0), 1.0) << "clamped";
 }
 
-TEST(PackingFit, GpuRecoversBothEfficiencies) {
-  // Made from share = 0.8 idle + 0.3 slack.
+TEST(PackingFit, GpuRecoversAllThreeCoefficients) {
+  // Made from share = 0.02 + 0.8 idle + 0.3 slack.
   std::vector<PackingSample> s;
-  for (auto [i, k] : {std::pair{0.1, 0.5}, {0.4, 0.2}, {0.0, 0.6}, {0.3, 0.3}})
-    s.push_back({"x", i, k, 0.8 * i + 0.3 * k, 1.1});
+  for (auto [i, k] : {std::pair{0.1, 0.5}, {0.4, 0.2}, {0.0, 0.6}, {0.3, 0.3}, {0.2, 0.0}})
+    s.push_back({"x", i, k, 0.02 + 0.8 * i + 0.3 * k, 1.1});
   const PackingModel m = fit_packing(s, "cuda");
+  EXPECT_NEAR(m.base_share, 0.02, 1e-9);
   EXPECT_NEAR(m.idle_efficiency, 0.8, 1e-9);
   EXPECT_NEAR(m.busy_efficiency, 0.3, 1e-9);
-  // A fit that would need a negative slack term keeps it at 0 and refits idle alone.
-  std::vector<PackingSample> t = {{"a", 0.2, 0.5, 0.1, 1}, {"b", 0.6, 0.1, 0.5, 1}, {"c", 0.4, 0.4, 0.2, 1}};
-  const PackingModel n = fit_packing(t, "cuda");
-  EXPECT_EQ(n.busy_efficiency, 0);
-  EXPECT_NEAR(n.idle_efficiency, (0.02 + 0.3 + 0.08) / (0.04 + 0.36 + 0.16), 1e-12);
 }
 
-TEST(PackingFit, RefusesWhatCannotFixIt) {
-  EXPECT_THROW(fit_packing({}, "cpu"), Error);
-  EXPECT_THROW(fit_packing({{"dp", 0.0, 0.2, 0.05, 1.1}}, "cpu"), Error);
+TEST(PackingFit, CoefficientsStayNonNegative) {
+  // The background got less where the foreground idled more: the
+  // unconstrained slope is negative, so it is held at 0 and the base share is
+  // the mean.
+  const PackingModel m = fit_packing({{"a", 0.1, 0, 0.3, 1}, {"b", 0.5, 0, 0.1, 1}}, "cpu");
+  EXPECT_EQ(m.idle_efficiency, 0);
+  EXPECT_NEAR(m.base_share, 0.2, 1e-12);
+  // One data-parallel run (no idle time) fixes only the base share.
+  const PackingModel dp = fit_packing({{"dp", 0.0, 0.2, 0.05, 1.1}}, "cpu");
+  EXPECT_NEAR(dp.base_share, 0.05, 1e-12);
+  EXPECT_EQ(dp.idle_efficiency, 0);
 }
+
+TEST(PackingFit, RefusesNoSamples) { EXPECT_THROW(fit_packing({}, "cpu"), Error); }
 
 TEST(PackingFile, RoundTripsAndNamesBadKeys) {
   const std::string path = testing::TempDir() + "packing.json";
-  PackingModel m = fit_packing({{"a", 0.5, 0, 0.25, 1.1}}, "cpu");
-  save_packing(m, {{"a", 0.5, 0, 0.25, 1.1}}, path);
+  const std::vector<PackingSample> s = {{"a", 0.5, 0, 0.35, 1.1}, {"b", 0.1, 0, 0.15, 1.1}};
+  const PackingModel m = fit_packing(s, "cpu");
+  save_packing(m, s, path);
   const PackingModel back = load_packing(path);
   EXPECT_EQ(back.device, "cpu");
-  EXPECT_DOUBLE_EQ(back.idle_efficiency, 0.5);
+  EXPECT_NEAR(back.base_share, 0.1, 1e-12);
+  EXPECT_NEAR(back.idle_efficiency, 0.5, 1e-12);
   EXPECT_DOUBLE_EQ(back.foreground_slowdown, 1.1);
-  EXPECT_EQ(load_packing_samples(path).size(), 1u);
+  EXPECT_EQ(load_packing_samples(path).size(), 2u);
   FILE* f = std::fopen(path.c_str(), "w");
-  std::fputs("{\"format\": \"burstpool-packing\", \"device\": \"cpu\", \"idle_efficiency\": \"x\"}", f);
+  std::fputs("{\"format\": \"burstpool-packing\", \"device\": \"cpu\", \"base_share\": 0, \"idle_efficiency\": \"x\"}", f);
   std::fclose(f);
   try {
     load_packing(path);
