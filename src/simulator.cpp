@@ -115,19 +115,17 @@ BackgroundPrediction predict_background(const ForegroundRun& fg, const Backgroun
     const Simulation alone = simulate(*bg.spec, *bg.profile, data_parallel_plan(*bg.spec, R, bg.batch), p2p, allreduce);
     b.alone_samples_per_second = bg.batch / alone.iteration_s;
   }
-  // A data-parallel background steps together, at the pace of its least
-  // served rank; independent replicas each take what their rank leaves.
+  // The mean over ranks of what each rank leaves, for both kinds of
+  // background: the packing model is fitted to mean shares, and a
+  // data-parallel background with per-rank statistics, meeting its peers once
+  // a step, measured so (perf/results/multiplex.md: the split plan's ranks
+  // idle 44% and 32% of the step, and the background's share followed their mean).
   const Simulation& s = fg.own_plan;
-  double share_sum = 0, share_min = 1, idle = 0, slack = 0;
-  for (int r = 0; r < R; ++r) {
-    const double i = s.idle_s[r] / s.iteration_s, k = s.slack_s[r] / s.iteration_s;
-    const double share = background_share(packing, i, k);
-    share_sum += share, share_min = std::min(share_min, share), idle += i, slack += k;
-  }
+  double idle = 0, slack = 0;
+  for (int r = 0; r < R; ++r) idle += s.idle_s[r] / s.iteration_s, slack += s.slack_s[r] / s.iteration_s;
   b.idle_share = idle / R;
   b.slack_share = slack / R;
-  const double share = bg.independent ? share_sum / R : share_min;
-  b.shared_samples_per_second = share * b.alone_samples_per_second;
+  b.shared_samples_per_second = background_share(packing, b.idle_share, b.slack_share) * b.alone_samples_per_second;
   b.foreground_slowdown = packing.foreground_slowdown;
   b.foreground_alone_samples_per_second = fg.global_batch / s.iteration_s;
   b.foreground_shared_samples_per_second = b.foreground_alone_samples_per_second / b.foreground_slowdown;

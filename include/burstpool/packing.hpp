@@ -38,7 +38,7 @@ struct PackingModel {
 // One measured multiplexed run, beside the simulator's prediction for it.
 struct PackingSample {
   std::string label;
-  double idle_share = 0;           // simulated, mean over the background's ranks
+  double idle_share = 0;           // simulated, mean over the ranks
   double slack_share = 0;          // simulated, likewise
   double background_share = 0;     // measured: background shared / alone
   double foreground_slowdown = 1;  // measured: foreground alone / shared rate

@@ -133,8 +133,8 @@ TEST(Simulator, BackgroundFillsIdleRankTimeAsThePackingModelSays) {
   const Simulation& s = fg.own_plan;
   EXPECT_NEAR(b.idle_share, (s.idle_s[0] + s.idle_s[1]) / (2 * s.iteration_s), 1e-12);
   EXPECT_GT(b.idle_share, 0.4);
-  // Data parallel: the pace of the least idle rank, rank 1, at half efficiency.
-  EXPECT_NEAR(b.shared_samples_per_second, 0.5 * s.idle_s[1] / s.iteration_s * b.alone_samples_per_second, 1e-9);
+  // The mean idle share of the ranks, at half efficiency.
+  EXPECT_NEAR(b.shared_samples_per_second, 0.5 * b.idle_share * b.alone_samples_per_second, 1e-9);
   EXPECT_NEAR(b.foreground_shared_samples_per_second, 8 / s.iteration_s / 1.25, 1e-9);
   const double bg_share = b.shared_samples_per_second / b.alone_samples_per_second;
   EXPECT_NEAR(b.cluster_throughput_vs_own_plan, 1 / 1.25 + bg_share, 1e-12);
@@ -143,7 +143,7 @@ TEST(Simulator, BackgroundFillsIdleRankTimeAsThePackingModelSays) {
   EXPECT_GT(dp_rate, b.foreground_alone_samples_per_second);
   EXPECT_NEAR(b.cluster_throughput_vs_data_parallel, b.foreground_shared_samples_per_second / dp_rate + bg_share, 1e-12);
   EXPECT_LT(b.cluster_throughput_vs_data_parallel, b.cluster_throughput_vs_own_plan);
-  // Independent replicas: each rank's own share, averaged; rate alone is 2x one rank's.
+  // Independent replicas: rate alone is 2x one rank's.
   const BackgroundPrediction ind = predict_background(fg, {&spec, &profile, 4, true}, packing, net, net);
   const Simulation one = simulate(spec, profile, data_parallel_plan(spec, 1, 4), net, net);
   EXPECT_NEAR(ind.alone_samples_per_second, 2 * 4 / one.iteration_s, 1e-9);
