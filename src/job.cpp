@@ -253,7 +253,7 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   c.sync.shadow_pause_ms = v.number("sync", "shadow_pause_ms", 0.0f);
   if (c.sync.strategy == "shadow" && c.sync.learners > 1) v.fail("sync", "learners", "shadow runs one learner per rank");
   if (c.sync.strategy != "ssgd" && c.sync.strategy != "sma" && c.sync.learners == 0) c.sync.learners = 1;
-  if (c.sync.strategy == "sma" && c.sgd.nesterov) v.fail("optimizer", "nesterov", "sma uses plain momentum (REFERENCE section 3)");
+  if (c.sync.strategy == "sma" && c.sgd.nesterov) v.fail("optimizer", "nesterov", "sma uses plain momentum (the CROSSBOW update, docs/learners.md)");
   if (c.sync.strategy != "ssgd" && !c.plan_path.empty()) v.fail("parallel", "plan", "plans are for ssgd; small-batch learners each hold the whole model");
   const std::string background = v.str("background", "job");
   c.background.job_path = background == "none" ? "" : resolve(base, background);

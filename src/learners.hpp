@@ -51,7 +51,7 @@ struct Learner {
   double loss = 0;
 };
 
-// One auto-tuning decision (REFERENCE section 3): k learners gave `rate`
+// One auto-tuning decision (as CROSSBOW's auto-tuner): k learners gave `rate`
 // samples/s; `best` is the rate kept so far (0 before the first trial). Add a
 // learner while the rate grows by more than `threshold` (a fraction); on the
 // first smaller gain remove the last one and stop; stop at `max_learners`.

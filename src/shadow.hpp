@@ -1,6 +1,6 @@
 #pragma once
-// Background model averaging in the manner of ShadowSync (REFERENCE section
-// 4): the trainer never waits for the network. A thread per rank repeatedly
+// Background model averaging in the manner of ShadowSync (Zheng et al.,
+// 2020): the trainer never waits for the network. A thread per rank repeatedly
 // takes a snapshot of the rank's parameters, sums the snapshots of all ranks
 // on its own duplicate of the world communicator, and moves the parameters
 // by (average - snapshot), so training done meanwhile is kept.

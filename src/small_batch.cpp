@@ -83,7 +83,7 @@ EvalPoint evaluate(Learner& learner, const float* params, const float* state, co
   return p;
 }
 
-// The auto-tuner (REFERENCE section 3; decisions in next_learner_count):
+// The auto-tuner (CROSSBOW's; decisions in next_learner_count):
 // rank 0's timing decides and every rank follows.
 class AutoTuner {
  public:

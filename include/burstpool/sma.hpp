@@ -1,5 +1,5 @@
 #pragma once
-// Synchronous model averaging (SMA, ../shared/REFERENCE.md section 3): k
+// Synchronous model averaging (SMA, as in CROSSBOW, Koliousis et al. 2019): k
 // learner replicas w_j, each with its own momentum u_j, and a central average
 // model z with momentum on it. Per learner-iteration:
 //

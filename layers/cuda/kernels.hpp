@@ -1,5 +1,5 @@
 #pragma once
-// CUDA versions of the layers (issue #7, in progress; docs/cuda.md): the
+// CUDA versions of the layers (docs/cuda.md): the
 // same math and layouts as the CPU layers in layers/*.cpp (NCHW, samples
 // contiguous), so each is tested against its CPU twin. Pointers are device
 // memory; work goes on `stream`. fp32 throughout (cuBLAS kept off TF32),

@@ -1,4 +1,4 @@
-// The learner-count auto-tuner's decisions (REFERENCE section 3).
+// The learner-count auto-tuner's decisions (CROSSBOW's rule, docs/learners.md).
 #include <gtest/gtest.h>
 
 #include "learners.hpp"

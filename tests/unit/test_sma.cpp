@@ -1,4 +1,4 @@
-// SMA update rules (REFERENCE section 3) against values worked out by hand.
+// SMA update rules (CROSSBOW's) against values worked out by hand.
 #include <gtest/gtest.h>
 
 #include <vector>
