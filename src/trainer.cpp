@@ -181,7 +181,17 @@ TrainResult train(const JobConfig& job) {
                job.plan_path.empty() ? "data parallel" : "plan " + job.plan_path,
                exec.device() ? exec.device()->describe() : "CPU", w.job_id);
   std::unique_ptr<Multiplexer> multiplex;
-  if (!job.background.job_path.empty()) multiplex = std::make_unique<Multiplexer>(job, exec);
+  bool with_background = !job.background.job_path.empty();
+  if (with_background && job.background.calibrate_steps >= total - first_step) {
+    const std::string why = fmt::format("[background] calibrate_steps: {} must be below the {} steps left to train "
+                                        "(the foreground first runs that many alone)",
+                                        job.background.calibrate_steps, total - first_step);
+    if (first_step == 0) throw Error(fmt::format("{}: {}", job.file, why));
+    // A resumed run near its end (a requeue, say) finishes without its background rather than failing.
+    if (chatty) fmt::print(stderr, "burstpool: warning: {}; the background job does not run in this part\n", why);
+    with_background = false;
+  }
+  if (with_background) multiplex = std::make_unique<Multiplexer>(job, exec);
 
   double window_loss = 0;
   int64_t window_steps = 0, total_run = total;  // total_run: less when stopped at the target
@@ -192,7 +202,11 @@ TrainResult train(const JobConfig& job) {
     const auto t0 = Clock::now();
     const double loss = session.forward(step);
     if (!std::isfinite(loss))
-      throw Error(fmt::format("training loss became {} at step {} (try a lower [optimizer] lr)", loss, step));
+      throw Error(step == first_step
+                      ? fmt::format("training loss is {} at the first step {}: the model's weights or the data hold "
+                                    "non-finite values, or the input is out of range",
+                                    loss, step)
+                      : fmt::format("training loss became {} at step {} (try a lower [optimizer] lr)", loss, step));
     vote.start();
     session.update(step);
     const int stop = vote.finish();
@@ -280,6 +294,10 @@ TrainResult start_result(const JobConfig& job) {
 
 bool record_evaluation(TrainResult& r, const JobConfig& job, const EvalPoint& p, const char* unit,
                        double eval_seconds, double wall_seconds, bool chatty) {
+  if (!std::isfinite(p.loss))
+    throw Error(fmt::format("{}: the test loss became {} at {} {} (epoch {:.2f}): the model diverged; lower "
+                            "[optimizer] lr or weight_decay",
+                            job.file, p.loss, unit, p.step, p.epoch));
   r.evals.push_back(p);
   r.test_accuracy = p.accuracy;
   r.eval_seconds += eval_seconds;

@@ -16,6 +16,11 @@ struct JobKey {
   const char* key;
   const char* fallback;  // default, as text ("" = none)
   const char* unit;
+  // Allowed values of a number, in interval notation ("[0, 1)", "(0, 100]");
+  // "" for text, paths, choices and booleans. An end may name another key of
+  // key ("[0, optimizer.lr]"): checked once both are known. Every number is
+  // checked against it, and `burstpool keys` and docs/jobs.md show it.
+  const char* range;
   const char* meaning;
 };
 const std::vector<JobKey>& job_schema();
@@ -59,6 +64,7 @@ struct JobConfig {
   std::string data_source;  // fashion-mnist | hdf5 | synthetic
   std::string data_dir;
   std::string train_file, test_file, images_dataset, labels_dataset;
+  bool check_finite = true;  // [data] check_finite
   Normalisation norm;
   int synthetic_train = 0, synthetic_test = 0;
 

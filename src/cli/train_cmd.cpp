@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "burstpool/job.hpp"
+#include "burstpool/json_io.hpp"
+#include "burstpool/outputs.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/stop.hpp"
@@ -35,10 +37,11 @@ Command add_train(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* sub = app.add_subcommand("train", "Train the job a job file describes");
   sub->add_option("job", args->job, "Job file (INI)")->required();
-  sub->add_option("--steps", args->steps, "Training steps (overrides [train] steps)");
-  sub->add_option("--epochs", args->epochs, "Epochs (overrides [train] epochs)");
-  sub->add_option("--batch-size", args->batch, "Global batch (overrides [train] batch_size)");
-  sub->add_option("--seed", args->seed, "Seed (overrides [job] seed)");
+  sub->add_option("--steps", args->steps, "Training steps (overrides [train] steps)")->check(CLI::PositiveNumber);
+  sub->add_option("--epochs", args->epochs, "Epochs (overrides [train] epochs)")->check(CLI::PositiveNumber);
+  sub->add_option("--batch-size", args->batch, "Global batch (overrides [train] batch_size)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--seed", args->seed, "Seed (overrides [job] seed)")->check(CLI::NonNegativeNumber);
   sub->add_option("--metrics", args->metrics, "Write metrics JSON here (overrides [output] metrics)");
   sub->add_option("--checkpoint", args->checkpoint, "Write an HDF5 checkpoint here (overrides [output] checkpoint)");
   sub->add_option("--plan", args->plan, "Plan file (JSON) with each layer's ranks (overrides [parallel] plan)");
@@ -61,9 +64,20 @@ Command add_train(CLI::App& app) {
             job.resume = args->resume;
             job.metrics_path = expand_output_path(job.metrics_path, job.name);
             job.checkpoint_path = expand_output_path(job.checkpoint_path, job.name);
+            if (world().rank == 0)  // rank 0 writes every output; an error here ends every rank
+              for (const std::string& stale : check_outputs({{"[output] metrics", job.metrics_path},
+                                                             {"[output] checkpoint", job.checkpoint_path}}))
+                fmt::print("removed {}, left by a writer that died\n", stale);
             install_stop_handlers();
             TrainResult result = train(job);
-            if (!job.metrics_path.empty() && world().rank == 0) write_json(job.metrics_path, metrics_json(result));
+            if (!job.metrics_path.empty() && world().rank == 0) {
+              const nlohmann::json metrics = metrics_json(result);
+              const std::string where =
+                  write_with_fallback(job.metrics_path, [&](const std::string& p) { write_json(p, metrics); });
+              if (where != job.metrics_path)
+                fmt::print(stderr, "burstpool: warning: could not write the metrics to {}; they are in {}\n",
+                           job.metrics_path, where);
+            }
             if (world().rank == 0)
               fmt::print("done: {} steps in {:.1f} s, {:.1f} samples/s, final loss {:.4f}, test accuracy {}\n",
                          result.steps, result.wall_seconds, result.samples_per_second, result.final_loss,

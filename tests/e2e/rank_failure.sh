@@ -31,7 +31,7 @@ for layer in p["layers"]:
 json.dump(p, open(sys.argv[1], "w"))
 PY
 start=$(date +%s)
-timeout 60 mpirun -np 2 "$bin" train "$work/job.ini" --plan "$work/plan.json" --set optimizer.lr=1e12 \
+timeout 60 mpirun -np 2 "$bin" train "$work/job.ini" --plan "$work/plan.json" --set optimizer.lr=100 \
   >"$work/out" 2>"$work/err"
 rc=$?
 took=$(($(date +%s) - start))

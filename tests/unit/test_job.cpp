@@ -1,12 +1,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "burstpool/error.hpp"
 #include "burstpool/job.hpp"
+#include "burstpool/trainer.hpp"
 
 namespace burstpool {
 namespace {
@@ -46,14 +48,80 @@ TEST(Job, ErrorsNameFileLineAndKey) {
   EXPECT_EQ(error_of("[job]\nmodel = m.ini\n[train]\nbatchsize = 3\n").substr(0, 39),
             "JOB:4: [train] unknown key 'batchsize' ");
   EXPECT_EQ(error_of("[job]\nmodel = m.ini\n[train]\nbatch_size = -3\n"),
-            "JOB:4: [train] batch_size: -3 is below the minimum 1");
+            "JOB:4: [train] batch_size: -3 is outside [1, 10000000]");
   EXPECT_EQ(error_of("[job]\nmodel = m.ini\n[optimizer]\nlr = fast\n"), "JOB:4: [optimizer] lr: 'fast' is not a number");
   EXPECT_EQ(error_of("[job]\nmodel = m.ini\n[data]\nsource = imagenet\n"),
             "JOB:4: [data] source: 'imagenet' is not one of: fashion-mnist, hdf5, synthetic");
   EXPECT_EQ(error_of("[job]\nseed = 1\n"), "JOB: [job] model: missing (required)");
   EXPECT_EQ(error_of("[jb]\nmodel = m.ini\n"), "JOB:2: unknown section [jb]");
   EXPECT_EQ(error_of("[job]\nmodel = m.ini\n", {"train.steps=x"}),
-            "--set train.steps=x: [train] steps: 'x' is not an integer");
+            "--set train.steps=x: [train] steps: 'x' is not an integer (or beyond 32 bits)");
+}
+
+// Every number has a documented range, and values that would stall a run, blow
+// it up or leave it doing nothing are refused before it starts.
+TEST(Job, NumbersAreCheckedAgainstTheirRanges) {
+  const std::string job = "[job]\nmodel = m.ini\n";
+  auto with = [&](const std::string& set) { return error_of(job, {set}); };
+  EXPECT_EQ(with("optimizer.lr=1e12"), "--set optimizer.lr=1e12: [optimizer] lr: 1000000000000 is outside (0, 100]");
+  EXPECT_EQ(with("optimizer.weight_decay=1e12"),
+            "--set optimizer.weight_decay=1e12: [optimizer] weight_decay: 1000000000000 is outside [0, 1]");
+  EXPECT_EQ(with("sync.alpha=0"), "--set sync.alpha=0: [sync] alpha: 0 is outside (0, 1]");
+  EXPECT_EQ(with("sync.shadow_pause_ms=1e12"),
+            "--set sync.shadow_pause_ms=1e12: [sync] shadow_pause_ms: 1000000000000 is outside [0, 60000]");
+  EXPECT_EQ(with("background.wait_backoff=10"),
+            "--set background.wait_backoff=10: [background] wait_backoff: 10 is outside [0, 1]");
+  EXPECT_EQ(with("background.wait_sleep_us=100000000"),
+            "--set background.wait_sleep_us=100000000: [background] wait_sleep_us: 100000000 is outside [1, 100000]");
+  EXPECT_EQ(with("background.calibrate_steps=1000000"),
+            "--set background.calibrate_steps=1000000: [background] calibrate_steps: 1000000 is outside [2, 1000]");
+  EXPECT_EQ(with("train.steps=4294967297"),
+            "--set train.steps=4294967297: [train] steps: '4294967297' is not an integer (or beyond 32 bits)");
+  EXPECT_EQ(with("job.seed=-1"), "--set job.seed=-1: [job] seed: -1 is outside [0, 2147483647]");
+  // An end that names another key: min_lr may not pass lr.
+  EXPECT_EQ(error_of(job + "[optimizer]\nlr = 0.1\n[schedule]\ntype = cosine\nmin_lr = 0.5\n"),
+            "JOB:7: [schedule] min_lr: 0.5 is outside [0, optimizer.lr] = [0, 0.1]");
+  EXPECT_EQ(error_of(job + "[schedule]\nmin_lr = 0.05\n"), "no error");
+}
+
+TEST(Job, RulesAcrossKeys) {
+  const std::string job = "[job]\nmodel = m.ini\n[data]\nsource = synthetic\nsynthetic_test_samples = 0\n";
+  EXPECT_EQ(error_of(job + "[train]\ntarget_accuracy = 0.9\nstop_at_target = true\n"),
+            "JOB:8: [train] stop_at_target: needs a test set, and this job has none");
+  EXPECT_EQ(error_of("[job]\nmodel = m.ini\n[train]\nstop_at_target = true\n"),
+            "JOB:4: [train] stop_at_target: needs a target_accuracy > 0");
+  EXPECT_EQ(error_of("[job]\nmodel = m.ini\n[train]\nsteps = 5\n[background]\njob = bg.ini\ncalibrate_steps = 5\n"),
+            "JOB:7: [background] calibrate_steps: 5 must be below the run's 5 steps (the foreground first runs that "
+            "many alone)");
+}
+
+// A diverged model (NaN test loss) ends the run with an error instead of exit 0.
+TEST(Job, NonFiniteTestLossEndsTheRun) {
+  JobConfig job;
+  job.file = "j.ini";
+  TrainResult r;
+  EXPECT_FALSE(record_evaluation(r, job, {10, 0.5, 0.8, 0.4}, "step", 0, 0, false));
+  try {
+    record_evaluation(r, job, {20, 1.0, 0.1, NAN}, "step", 0, 0, false);
+    FAIL() << "a NaN test loss was recorded";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "j.ini: the test loss became nan at step 20 (epoch 1.00): the model diverged; lower [optimizer] lr or "
+              "weight_decay");
+  }
+  EXPECT_EQ(r.evals.size(), 1u);
+}
+
+// docs/jobs.md and `burstpool keys` show each number's range.
+TEST(Job, EveryNumberHasARangeInTheTable) {
+  const std::string table = job_schema_markdown();
+  EXPECT_NE(table.find("| [optimizer] | `lr` | `0.1` | learning rate | `(0, 100]` |"), std::string::npos);
+  for (const JobKey& k : job_schema()) {
+    const std::string unit = k.unit;
+    const bool numeric = unit != "boolean" && unit != "path" && unit != "text" && unit != "HDF5 path" &&
+                         unit.find('|') == std::string::npos && unit != "sgd";
+    EXPECT_EQ(numeric, *k.range != 0) << "[" << k.section << "] " << k.key << " (" << unit << ")";
+  }
 }
 
 // docs/jobs.md must list every key the schema knows, so no key goes undocumented.
