@@ -2,11 +2,14 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "../layers/kernels.hpp"
 #include "burstpool/error.hpp"
+#include "burstpool/files.hpp"
 #include "h5.hpp"
 
 namespace burstpool {
@@ -14,12 +17,22 @@ namespace {
 
 // Reads a whole (possibly gzip-compressed) file; zlib reads plain files too.
 std::vector<unsigned char> read_all(const std::string& path) {
+  require_regular_file(path, "data");
+  // Far above any IDX set (Fashion-MNIST's training images are 47 MB), far
+  // below a decompression bomb's output.
+  constexpr size_t kMaxBytes = size_t{4} << 30;
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) throw Error(fmt::format("{}: cannot open data file (missing or unreadable)", path));
   std::vector<unsigned char> out;
   unsigned char buf[1 << 16];
   int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) out.insert(out.end(), buf, buf + n);
+  while ((n = gzread(f, buf, sizeof buf)) > 0) {
+    out.insert(out.end(), buf, buf + n);
+    if (out.size() > kMaxBytes) {
+      gzclose(f);
+      throw Error(fmt::format("{}: more than {} bytes of IDX data; not a data set this reader takes", path, kMaxBytes));
+    }
+  }
   int err = 0;
   const char* msg = gzerror(f, &err);
   bool failed = n < 0 || (err != Z_OK && err != Z_STREAM_END);
@@ -60,13 +73,31 @@ Idx parse_idx(const std::vector<unsigned char>& bytes, const std::string& path) 
   return idx;
 }
 
-void finish_labels(Dataset& d) {
-  int max_label = -1;
-  for (int32_t l : d.labels) {
-    if (l < 0) throw Error(fmt::format("{}: negative label {}", d.source, l));
-    max_label = std::max<int>(max_label, l);
+// Labels from any integer width: each in [0, 2^31 - 2], checked in 64 bits
+// before narrowing, so the class count (largest + 1) fits an int.
+template <class T>
+void set_labels(Dataset& d, const std::vector<T>& labels) {
+  long long largest = -1;
+  d.labels.resize(labels.size());
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const long long l = static_cast<long long>(labels[i]);
+    if (l < 0 || l > std::numeric_limits<int32_t>::max() - 1)
+      throw Error(fmt::format("{}: label {} of sample {} is not a class index (0 to {})", d.source, l, i,
+                              std::numeric_limits<int32_t>::max() - 1));
+    largest = std::max(largest, l);
+    d.labels[i] = static_cast<int32_t>(l);
   }
-  d.classes = max_label + 1;
+  d.classes = static_cast<int>(largest + 1);
+}
+
+// Samples with NaN or infinite values would train with a finite-looking loss
+// or poison the model quietly.
+void require_finite(const std::vector<float>& v, size_t per_sample, const std::string& path, const std::string& name) {
+  const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+  if (bad != v.end())
+    throw Error(fmt::format("{}: dataset '{}' holds {} in sample {} (set [data] check_finite = false to skip this "
+                            "check)",
+                            path, name, *bad, static_cast<size_t>(bad - v.begin()) / std::max<size_t>(1, per_sample)));
 }
 
 void normalise(std::vector<float>& v, float scale, Normalisation norm) {
@@ -89,20 +120,32 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path,
   d.sample = {1, 1, static_cast<int>(images.dims[1]), static_cast<int>(images.dims[2])};
   d.images.assign(images.data, images.data + images.count);
   normalise(d.images, 1.0f / 255.0f, norm);
-  d.labels.assign(labels.data, labels.data + labels.count);
-  finish_labels(d);
+  set_labels(d, std::vector<unsigned char>(labels.data, labels.data + labels.count));
   return d;
 }
 
 Dataset load_hdf5_dataset(const std::string& path, const std::string& images, const std::string& labels,
-                          Normalisation norm) {
+                          Normalisation norm, bool check_finite) {
   h5::File f = h5::File::open_read(path);
+  for (const std::string& name : {images, labels}) {
+    const std::vector<std::string> missing = h5::missing_virtual_sources(f, name);
+    if (!missing.empty())
+      throw Error(fmt::format("{}: dataset '{}' is virtual and its source file {} is missing", path, name,
+                              missing.front()));
+  }
+  const std::string itype = h5::type_name(f, images), ltype = h5::type_name(f, labels);
+  if (itype != "uint8" && itype != "float32" && itype != "float64")
+    throw Error(fmt::format("{}: dataset '{}' is {}; images must be uint8 (scaled to [0, 1]) or float32/float64 "
+                            "(used as they are)",
+                            path, images, itype));
+  if (ltype.find("int") == std::string::npos)
+    throw Error(fmt::format("{}: dataset '{}' is {}; labels must be integers (class indices)", path, labels, ltype));
   std::vector<hsize_t> idims, ldims;
-  const bool bytes = h5::is_uint8(f, images);
+  const bool bytes = itype == "uint8";
   Dataset d;
   d.source = path;
   d.images = h5::read_floats(f, images, &idims);
-  std::vector<int> l = h5::read_ints(f, labels, &ldims);
+  std::vector<long long> l = h5::read_int64s(f, labels, &ldims);
   if (idims.size() != 3 && idims.size() != 4)
     throw Error(fmt::format("{}: dataset '{}' must be (N,H,W) or (N,C,H,W), it has {} dimensions", path, images,
                             idims.size()));
@@ -112,9 +155,9 @@ Dataset load_hdf5_dataset(const std::string& path, const std::string& images, co
     d.sample = {1, 1, static_cast<int>(idims[1]), static_cast<int>(idims[2])};
   else
     d.sample = {1, static_cast<int>(idims[1]), static_cast<int>(idims[2]), static_cast<int>(idims[3])};
+  if (check_finite && !bytes) require_finite(d.images, d.sample.count(), path, images);
   normalise(d.images, bytes ? 1.0f / 255.0f : 1.0f, norm);
-  d.labels.assign(l.begin(), l.end());
-  finish_labels(d);
+  set_labels(d, l);
   return d;
 }
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "burstpool/error.hpp"
+#include "burstpool/files.hpp"
 
 namespace burstpool::h5 {
 namespace {
@@ -77,11 +78,7 @@ File File::open_read(const std::string& path) {
   quiet();
   File f;
   f.path_ = path;
-  if (std::FILE* probe = std::fopen(path.c_str(), "rb")) {
-    std::fclose(probe);
-  } else {
-    throw Error(fmt::format("{}: cannot open file (missing or unreadable)", path));
-  }
+  require_regular_file(path, "HDF5");
   hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) throw Error(fmt::format("{}: not a readable HDF5 file (truncated or corrupt?)", path));
   f.h_ = Handle(id, H5Fclose);
@@ -223,6 +220,65 @@ std::vector<float> read_floats(const File& f, const std::string& path, std::vect
 
 std::vector<int> read_ints(const File& f, const std::string& path, std::vector<hsize_t>* dims) {
   return read_numbers<int>(f, path, H5T_NATIVE_INT, dims);
+}
+
+bool is_floating(const File& f, const std::string& path) {
+  Handle ds = open_dataset(f, path);
+  Handle type(H5Dget_type(ds.get()), H5Tclose);
+  return H5Tget_class(type.get()) == H5T_FLOAT;
+}
+
+std::string type_name(const File& f, const std::string& path) {
+  Handle ds = open_dataset(f, path);
+  Handle type(H5Dget_type(ds.get()), H5Tclose);
+  const size_t bits = 8 * H5Tget_size(type.get());
+  switch (H5Tget_class(type.get())) {
+    case H5T_INTEGER:
+      return fmt::format("{}int{}", H5Tget_sign(type.get()) == H5T_SGN_NONE ? "u" : "", bits);
+    case H5T_FLOAT:
+      return fmt::format("float{}", bits);
+    case H5T_STRING:
+      return "string";
+    default:
+      return "a compound or other non-numeric type";
+  }
+}
+
+std::vector<long long> read_int64s(const File& f, const std::string& path, std::vector<hsize_t>* dims) {
+  return read_numbers<long long>(f, path, H5T_NATIVE_LLONG, dims);
+}
+
+std::vector<std::string> missing_virtual_sources(const File& f, const std::string& path) {
+  Handle ds = open_dataset(f, path);
+  Handle plist(H5Dget_create_plist(ds.get()), H5Pclose);
+  std::vector<std::string> missing;
+  if (H5Pget_layout(plist.get()) != H5D_VIRTUAL) return missing;
+  size_t count = 0;
+  H5Pget_virtual_count(plist.get(), &count);
+  const std::string file = f.path(), folder = file.find('/') == std::string::npos ? "" : file.substr(0, file.rfind('/') + 1);
+  for (size_t i = 0; i < count; ++i) {
+    const ssize_t n = H5Pget_virtual_filename(plist.get(), i, nullptr, 0);
+    if (n <= 0) continue;
+    std::string name(static_cast<size_t>(n) + 1, '\0');
+    H5Pget_virtual_filename(plist.get(), i, name.data(), name.size());
+    name.resize(static_cast<size_t>(n));
+    if (name == ".") continue;  // the same file
+    const std::string full = name[0] == '/' ? name : folder + name;
+    if (std::FILE* probe = std::fopen(full.c_str(), "rb"))
+      std::fclose(probe);
+    else
+      missing.push_back(name);
+  }
+  return missing;
+}
+
+bool is_group(const File& f, const std::string& object) {
+  quiet();
+  if (!exists(f, object)) return false;
+  const hid_t g = H5Gopen2(f.id(), object.c_str(), H5P_DEFAULT);  // fails (quietly) for a dataset
+  if (g < 0) return false;
+  H5Gclose(g);
+  return true;
 }
 
 bool is_uint8(const File& f, const std::string& path) {

@@ -67,5 +67,16 @@ std::vector<int> read_ints(const File& f, const std::string& path, std::vector<h
 // True for unsigned 8-bit integer datasets (raw image bytes).
 bool is_uint8(const File& f, const std::string& path);
 std::vector<hsize_t> dims_of(const File& f, const std::string& path);
+// Whether the dataset's stored type is floating point (any width).
+bool is_floating(const File& f, const std::string& path);
+// The stored type in words ("uint8", "int32", "float64", "string", ...), for messages and checks.
+std::string type_name(const File& f, const std::string& path);
+// Reads an integer dataset as 64-bit integers (no narrowing on the way).
+std::vector<long long> read_int64s(const File& f, const std::string& path, std::vector<hsize_t>* dims = nullptr);
+// For a virtual dataset, the source files that do not exist (named as stored,
+// relative to the file's folder); empty for other datasets.
+std::vector<std::string> missing_virtual_sources(const File& f, const std::string& path);
+// Whether `object` is a group (false for a dataset or nothing).
+bool is_group(const File& f, const std::string& object);
 
 }  // namespace burstpool::h5

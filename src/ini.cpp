@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "burstpool/error.hpp"
+#include "burstpool/files.hpp"
 
 namespace burstpool {
 namespace {
@@ -93,6 +94,7 @@ IniDocument parse_stream(std::istream& in, const std::string& name) {
 }  // namespace
 
 IniDocument IniDocument::parse_file(const std::string& path) {
+  require_regular_file(path, "INI", 16ll << 20);
   std::ifstream in(path);
   if (!in) throw Error(fmt::format("{}: cannot open file ({})", path, std::strerror(errno)));
   return parse_stream(in, path);

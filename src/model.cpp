@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "../layers/kernels.hpp"
 #include "burstpool/error.hpp"
@@ -104,6 +105,13 @@ Model::Model(const ModelSpec& spec, const std::function<int(const std::string&)>
     for (const auto& p : l->param_specs()) nparams += p.shape.count();
     for (const auto& p : l->state_specs()) nstate += p.shape.count();
   }
+  // Flat buffers are tensors, whose dimensions are ints: say so before any
+  // allocation rather than wrapping around.
+  constexpr size_t kMost = static_cast<size_t>(std::numeric_limits<int>::max());
+  if (nparams > kMost || nstate > kMost)
+    throw Error(fmt::format("{}: the model has {} parameters and {} state values; burstpool holds at most {} of each "
+                            "per model",
+                            spec_.source, nparams, nstate, kMost));
   params_ = Tensor::zeros({static_cast<int>(nparams), 1, 1, 1});
   grads_ = Tensor::zeros({static_cast<int>(nparams), 1, 1, 1});
   state_ = Tensor::zeros({static_cast<int>(nstate), 1, 1, 1});

@@ -1,6 +1,7 @@
 #include "burstpool/model_io.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -152,23 +153,62 @@ ModelSpec read_architecture(const h5::File& f) {
   return spec;
 }
 
-void write_named(const h5::File& f, const std::string& root, const std::vector<NamedTensor>& tensors) {
-  for (const NamedTensor& t : tensors) {
-    const Shape& s = t.value.shape();
-    std::vector<hsize_t> dims{static_cast<hsize_t>(s.n), static_cast<hsize_t>(s.c), static_cast<hsize_t>(s.h),
-                              static_cast<hsize_t>(s.w)};
-    while (dims.size() > 1 && dims.back() == 1) dims.pop_back();
-    h5::write_floats(f, root + "/" + t.path(), dims, t.value.data());
+namespace {
+
+// A tensor's dims as stored: (n, c, h, w) with trailing 1s dropped.
+std::vector<hsize_t> stored_dims(const Shape& s) {
+  std::vector<hsize_t> dims{static_cast<hsize_t>(s.n), static_cast<hsize_t>(s.c), static_cast<hsize_t>(s.h),
+                            static_cast<hsize_t>(s.w)};
+  while (dims.size() > 1 && dims.back() == 1) dims.pop_back();
+  return dims;
+}
+
+std::string dims_text(std::vector<hsize_t> dims) {
+  while (dims.size() > 1 && dims.back() == 1) dims.pop_back();
+  std::string out = "(";
+  for (size_t i = 0; i < dims.size(); ++i) out += fmt::format("{}{}", i ? ", " : "", dims[i]);
+  return out + ")";
+}
+
+// Every dataset below `group`, as paths relative to `root`.
+void datasets_below(const h5::File& f, const std::string& root, const std::string& group, std::vector<std::string>& out) {
+  for (const std::string& name : h5::children(f, group)) {
+    const std::string path = group + "/" + name;
+    if (h5::is_group(f, path))
+      datasets_below(f, root, path, out);
+    else
+      out.push_back(path.substr(root.size() + 1));
   }
 }
 
+}  // namespace
+
+void write_named(const h5::File& f, const std::string& root, const std::vector<NamedTensor>& tensors) {
+  for (const NamedTensor& t : tensors) h5::write_floats(f, root + "/" + t.path(), stored_dims(t.value.shape()), t.value.data());
+}
+
 void read_named(const h5::File& f, const std::string& root, const std::vector<NamedTensor>& tensors) {
+  std::set<std::string> expected;
+  for (const NamedTensor& t : tensors) expected.insert(t.path());
+  std::vector<std::string> present;
+  if (h5::exists(f, root)) datasets_below(f, root, root, present);
+  for (const std::string& p : present)
+    if (!expected.count(p))
+      throw Error(fmt::format("{}: dataset '{}/{}' belongs to no layer or parameter of the model", f.path(), root, p));
   for (const NamedTensor& t : tensors) {
     const std::string path = root + "/" + t.path();
-    std::vector<float> v = h5::read_floats(f, path);
-    if (v.size() != t.value.size())
-      throw Error(fmt::format("{}: dataset '{}' has {} values, the model expects {} {}", f.path(), path, v.size(),
-                              t.value.size(), t.value.shape().str()));
+    if (!h5::is_floating(f, path))
+      throw Error(fmt::format("{}: dataset '{}' is not floating point; weights are stored as float32", f.path(), path));
+    std::vector<hsize_t> dims;
+    std::vector<float> v = h5::read_floats(f, path, &dims);
+    // Trailing 1s may be dropped (a bias stored as (n) or (n, 1)); anything else must match.
+    if (dims_text(dims) != dims_text(stored_dims(t.value.shape())))
+      throw Error(fmt::format("{}: dataset '{}' has shape {}, the model expects {}", f.path(), path, dims_text(dims),
+                              dims_text(stored_dims(t.value.shape()))));
+    const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+    if (bad != v.end())
+      throw Error(fmt::format("{}: dataset '{}' holds a non-finite value ({} at index {})", f.path(), path, *bad,
+                              bad - v.begin()));
     Tensor dst = t.value;  // shares storage
     std::copy(v.begin(), v.end(), dst.data());
   }

@@ -14,16 +14,6 @@
 namespace burstpool {
 namespace {
 
-nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: cannot open file", path));
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(fmt::format("{}: not valid JSON (byte {})", path, e.byte));
-  }
-}
-
 double number(const nlohmann::json& j, const char* key, const std::string& where) {
   if (!j.contains(key) || !j[key].is_number() || !std::isfinite(j[key].get<double>()))
     throw Error(fmt::format("{}: \"{}\" must be a finite number", where, key));
@@ -131,7 +121,7 @@ void save_packing(const PackingModel& m, const std::vector<PackingSample>& sampl
 }
 
 PackingModel load_packing(const std::string& path) {
-  const nlohmann::json j = read_json_file(path);
+  const nlohmann::json j = read_json(path, "packing");
   if (!j.is_object() || j.value("format", "") != "burstpool-packing")
     throw Error(fmt::format("{}: not a packing model (\"format\" must be \"burstpool-packing\")", path));
   PackingModel m;
@@ -149,7 +139,7 @@ PackingModel load_packing(const std::string& path) {
 }
 
 std::vector<PackingSample> load_packing_samples(const std::string& path) {
-  const nlohmann::json j = read_json_file(path);
+  const nlohmann::json j = read_json(path, "packing");
   if (!j.is_object() || !j.contains("samples") || !j["samples"].is_array())
     throw Error(fmt::format("{}: needs a \"samples\" list", path));
   std::vector<PackingSample> out;

@@ -1,6 +1,7 @@
 #include "burstpool/plan.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -59,23 +60,15 @@ Plan data_parallel_plan_within(const ModelSpec& model, int world_size, int globa
 }
 
 Plan load_plan(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: cannot open plan file", path));
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(fmt::format("{}: not valid JSON (byte {})", path, e.byte));
-  }
+  const nlohmann::json j = read_json(path, "plan");
   Plan p;
   p.source = path;
-  auto need_int = [&](const nlohmann::json& obj, const char* key, const std::string& where) {
-    if (!obj.is_object() || !obj.contains(key) || !obj[key].is_number_integer())
-      throw Error(fmt::format("{}: {} needs an integer \"{}\"", path, where, key));
-    return obj[key].get<int>();
+  auto need_int = [&](const nlohmann::json& obj, const char* key) {
+    if (!obj.is_object() || !obj.contains(key)) throw Error(fmt::format("{}: the plan needs an integer \"{}\"", path, key));
+    return checked_int(obj[key], 1, std::numeric_limits<int>::max(), fmt::format("{}: \"{}\"", path, key));
   };
-  p.global_batch = need_int(j, "global_batch", "the plan");
-  p.ranks = need_int(j, "ranks", "the plan");
+  p.global_batch = need_int(j, "global_batch");
+  p.ranks = need_int(j, "ranks");
   if (!j.contains("layers") || !j["layers"].is_array())
     throw Error(fmt::format("{}: the plan needs a \"layers\" array", path));
   for (const auto& entry : j["layers"]) {
@@ -85,10 +78,8 @@ Plan load_plan(const std::string& path) {
     if (!entry.contains("ranks") || !entry["ranks"].is_array())
       throw Error(fmt::format("{}: layer '{}' needs a \"ranks\" array", path, name));
     RankSet set;
-    for (const auto& r : entry["ranks"]) {
-      if (!r.is_number_integer()) throw Error(fmt::format("{}: layer '{}' has a non-integer rank", path, name));
-      set.push_back(r.get<int>());
-    }
+    for (const auto& r : entry["ranks"])
+      set.push_back(checked_int(r, 0, std::numeric_limits<int>::max(), fmt::format("{}: layer '{}': rank", path, name)));
     p.layer_names.push_back(name);
     p.layer_ranks.push_back(set);
   }

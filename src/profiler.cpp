@@ -41,16 +41,6 @@ double time_ms(F&& fn, int warmup, int repeats) {
   return median(ms);
 }
 
-nlohmann::json read_json(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: cannot open {} file", path, what));
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception&) {
-    throw Error(fmt::format("{}: not a valid {} file (JSON)", path, what));
-  }
-}
-
 // What is timed for one batch size: each layer's forward and backward alone
 // on real activations, and a whole training step, each returning once its
 // work is done.

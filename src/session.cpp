@@ -39,9 +39,9 @@ JobData load_job_data(const JobConfig& job, const Model& model) {
                       job.norm);
     d.has_test = true;
   } else if (job.data_source == "hdf5") {
-    d.train = load_hdf5_dataset(job.train_file, job.images_dataset, job.labels_dataset, job.norm);
+    d.train = load_hdf5_dataset(job.train_file, job.images_dataset, job.labels_dataset, job.norm, job.check_finite);
     if (!job.test_file.empty()) {
-      d.test = load_hdf5_dataset(job.test_file, job.images_dataset, job.labels_dataset, job.norm);
+      d.test = load_hdf5_dataset(job.test_file, job.images_dataset, job.labels_dataset, job.norm, job.check_finite);
       d.has_test = true;
     }
   } else {

@@ -27,9 +27,11 @@ struct Normalisation {
 // IDX files (as in the MNIST family), optionally gzip-compressed.
 Dataset load_idx(const std::string& images_path, const std::string& labels_path, Normalisation norm);
 // An HDF5 file with an images dataset (N,H,W) or (N,C,H,W), uint8 (scaled to
-// [0,1]) or float, and a labels dataset (N) of integers.
+// [0,1]) or float32/float64, and a labels dataset (N) of integers in [0, 2^31 - 2].
+// Refused, naming the file and dataset: other types, a virtual dataset whose
+// source file is missing, and (with check_finite) NaN or infinite pixels.
 Dataset load_hdf5_dataset(const std::string& path, const std::string& images, const std::string& labels,
-                          Normalisation norm);
+                          Normalisation norm, bool check_finite = true);
 // Learnable synthetic data: one random template per class (fixed by `seed`)
 // plus noise drawn from (seed, stream): use stream 0 for training, 1 for test.
 Dataset make_synthetic(Shape sample, int classes, size_t count, uint64_t seed, uint64_t stream);

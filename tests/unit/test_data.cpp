@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -87,6 +88,78 @@ TEST(Hdf5Dataset, ReadsBytesAndLabels) {
   EXPECT_FLOAT_EQ(d.images[1], 1.0f);
   EXPECT_EQ(d.labels[1], 2);
   EXPECT_THROW(load_hdf5_dataset(path, "pixels", "labels", {}), Error);
+  std::remove(path.c_str());
+}
+
+// Writes a file with an images dataset (n x 4 values of `itype`) and a labels
+// dataset (n values of `ltype`), both from doubles.
+void write_set(const std::string& path, hid_t itype, const std::vector<double>& pixels, hid_t ltype,
+               const std::vector<double>& labels) {
+  hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hsize_t idims[3] = {labels.size(), 2, 2}, ldims[1] = {labels.size()};
+  hid_t s1 = H5Screate_simple(3, idims, nullptr), s2 = H5Screate_simple(1, ldims, nullptr);
+  hid_t d1 = H5Dcreate2(f, "images", itype, s1, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t d2 = H5Dcreate2(f, "labels", ltype, s2, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(d1, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, pixels.data());
+  H5Dwrite(d2, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data());
+  H5Dclose(d1), H5Dclose(d2), H5Sclose(s1), H5Sclose(s2), H5Fclose(f);
+}
+
+std::string load_error(const std::string& path, bool check_finite = true) {
+  try {
+    load_hdf5_dataset(path, "images", "labels", {}, check_finite);
+  } catch (const Error& e) {
+    return std::string(e.what()).substr(path.size());
+  }
+  return "no error";
+}
+
+// Types, labels and values are checked at load, naming the file and dataset.
+TEST(Hdf5Dataset, RefusesWhatWouldTrainWrongly) {
+  const std::string path = temp_path("checked.h5");
+  const std::vector<double> px(8, 0.5), two = {0, 1};
+  write_set(path, H5T_IEEE_F32LE, px, H5T_STD_I64LE, two);
+  EXPECT_EQ(load_error(path), "no error");
+  write_set(path, H5T_IEEE_F64LE, px, H5T_STD_U16LE, two);
+  EXPECT_EQ(load_error(path), "no error") << "float64 images, any integer labels";
+  write_set(path, H5T_STD_I32LE, std::vector<double>(8, 200), H5T_STD_I32LE, two);
+  EXPECT_EQ(load_error(path),
+            ": dataset 'images' is int32; images must be uint8 (scaled to [0, 1]) or float32/float64 (used as they are)");
+  write_set(path, H5T_STD_U16LE, px, H5T_STD_I32LE, two);
+  EXPECT_EQ(load_error(path).substr(0, 29), ": dataset 'images' is uint16;");
+  write_set(path, H5T_IEEE_F32LE, px, H5T_IEEE_F32LE, {0, 0.5});
+  EXPECT_EQ(load_error(path), ": dataset 'labels' is float32; labels must be integers (class indices)");
+  write_set(path, H5T_IEEE_F32LE, px, H5T_STD_I64LE, {0, 1099511627776.0});
+  EXPECT_EQ(load_error(path), ": label 1099511627776 of sample 1 is not a class index (0 to 2147483646)");
+  write_set(path, H5T_IEEE_F32LE, px, H5T_STD_I32LE, {-1, 1});
+  EXPECT_EQ(load_error(path), ": label -1 of sample 0 is not a class index (0 to 2147483646)");
+  std::vector<double> nan = px;
+  nan[6] = NAN;
+  write_set(path, H5T_IEEE_F32LE, nan, H5T_STD_I32LE, two);
+  EXPECT_EQ(load_error(path),
+            ": dataset 'images' holds nan in sample 1 (set [data] check_finite = false to skip this check)");
+  EXPECT_EQ(load_error(path, false), "no error") << "the check can be skipped for very large files";
+  std::remove(path.c_str());
+}
+
+// A virtual dataset whose source file is gone would read as zeros (its fill value).
+TEST(Hdf5Dataset, RefusesAVirtualDatasetWithoutItsSource) {
+  const std::string source = temp_path("source.h5"), path = temp_path("virtual.h5");
+  write_set(source, H5T_IEEE_F32LE, std::vector<double>(8, 0.5), H5T_STD_I32LE, {0, 1});
+  hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hsize_t idims[3] = {2, 2, 2}, ldims[1] = {2};
+  hid_t vs = H5Screate_simple(3, idims, nullptr), src = H5Screate_simple(3, idims, nullptr);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_virtual(dcpl, vs, source.c_str(), "images", src);
+  hid_t d1 = H5Dcreate2(f, "images", H5T_IEEE_F32LE, vs, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  hid_t ls = H5Screate_simple(1, ldims, nullptr);
+  hid_t d2 = H5Dcreate2(f, "labels", H5T_STD_I32LE, ls, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const int labels[2] = {0, 1};
+  H5Dwrite(d2, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels);
+  H5Dclose(d1), H5Dclose(d2), H5Pclose(dcpl), H5Sclose(vs), H5Sclose(src), H5Sclose(ls), H5Fclose(f);
+  EXPECT_EQ(load_error(path), "no error") << "the source is there";
+  std::remove(source.c_str());
+  EXPECT_EQ(load_error(path), fmt::format(": dataset 'images' is virtual and its source file {} is missing", source));
   std::remove(path.c_str());
 }
 

@@ -7,6 +7,9 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+
+#include <hdf5.h>
 
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/error.hpp"
@@ -238,6 +241,72 @@ TEST(ModelFiles, TruncatedHdf5IsRefusedWithFileName) {
   }
   std::remove(path.c_str());
   std::remove(cut.c_str());
+}
+
+// Replaces (or adds) one dataset of an HDF5 file: type, dims and values.
+void put_dataset(const std::string& file, const std::string& path, hid_t type, const std::vector<hsize_t>& dims,
+                 const void* data) {
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  if (H5Lexists(f, path.c_str(), H5P_DEFAULT) > 0) H5Ldelete(f, path.c_str(), H5P_DEFAULT);
+  const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t ds = H5Dcreate2(f, path.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(ds, 0);
+  H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+  H5Dclose(ds);
+  H5Sclose(space);
+  H5Fclose(f);
+}
+
+// Weights are checked in full: shape (trailing 1s aside), type, finiteness, and
+// no dataset the model does not have.
+TEST(ModelFiles, WeightsAreCheckedBeforeUse) {
+  const char* linear = "[data]\ntype = input\nshape = 7\n[fc]\ntype = linear\ninputs = data\nout_features = 5\n"
+                       "[loss]\ntype = softmax_cross_entropy\ninputs = fc\n";
+  ModelSpec spec = parse_model_ini(linear, "linear.ini");
+  Model m(spec, 1, 1);
+  const std::string path = temp_path("checked.h5");
+  auto error_after = [&](const std::function<void()>& change) {
+    save_model_hdf5(spec, path, &m);
+    change();
+    Model other(spec, 1, 2);
+    try {
+      load_weights(path, other);
+    } catch (const Error& e) {
+      return std::string(e.what()).substr(path.size());
+    }
+    return std::string("no error");
+  };
+  const std::vector<float> values(35, 0.5f);
+  EXPECT_EQ(error_after([] {}), "no error");
+  EXPECT_EQ(error_after([&] { put_dataset(path, "/weights/fc/weight", H5T_NATIVE_FLOAT, {5, 7, 1}, values.data()); }),
+            "no error") << "a trailing 1 may be dropped or kept";
+  EXPECT_EQ(error_after([&] { put_dataset(path, "/weights/fc/weight", H5T_NATIVE_FLOAT, {7, 5}, values.data()); }),
+            ": dataset '/weights/fc/weight' has shape (7, 5), the model expects (5, 7)");
+  EXPECT_EQ(error_after([&] { put_dataset(path, "/weights/fc/weight", H5T_NATIVE_FLOAT, {35}, values.data()); }),
+            ": dataset '/weights/fc/weight' has shape (35), the model expects (5, 7)");
+  const std::vector<int> ints(35, 1);
+  EXPECT_EQ(error_after([&] { put_dataset(path, "/weights/fc/weight", H5T_NATIVE_INT, {5, 7}, ints.data()); }),
+            ": dataset '/weights/fc/weight' is not floating point; weights are stored as float32");
+  std::vector<float> nan = values;
+  nan[3] = NAN;
+  EXPECT_EQ(error_after([&] { put_dataset(path, "/weights/fc/weight", H5T_NATIVE_FLOAT, {5, 7}, nan.data()); }),
+            ": dataset '/weights/fc/weight' holds a non-finite value (nan at index 3)");
+  EXPECT_EQ(error_after([&] { put_dataset(path, "/weights/fc/extra", H5T_NATIVE_FLOAT, {5, 7}, values.data()); }),
+            ": dataset '/weights/fc/extra' belongs to no layer or parameter of the model");
+  std::remove(path.c_str());
+}
+
+// More parameters than a tensor dimension holds: refused by name before any allocation.
+TEST(Model, TooManyParametersAreRefusedBeforeAllocating) {
+  const char* huge = "[data]\ntype = input\nshape = 65536\n[fc]\ntype = linear\ninputs = data\nout_features = 65536\n"
+                     "[loss]\ntype = softmax_cross_entropy\ninputs = fc\n";
+  try {
+    Model m(parse_model_ini(huge, "huge.ini"), 1, 1);
+    FAIL() << "a model of 2^32 parameters was built";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("huge.ini: the model has 4295032832 parameters"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Checkpoint, WritesWeightsAndVelocityAtomically) {

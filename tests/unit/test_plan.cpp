@@ -111,7 +111,29 @@ TEST(PlanFile, BadPlansAreRejectedWithFileAndLayer) {
     {"name": "fc", "ranks": [0]}, {"name": "fc9", "ranks": [0]}, {"name": "loss", "ranks": [0]}]})"),
             "PLAN: layer 'fc9' is not in model 'tiny'");
   EXPECT_EQ(error_of(R"({"ranks": 2, "layers": []})"), "PLAN: the plan needs an integer \"global_batch\"");
-  EXPECT_EQ(error_of("{not json"), "PLAN: not valid JSON (byte 3)");
+  EXPECT_EQ(error_of("{not json"), "PLAN: not valid JSON for a plan file (byte 3)");
+}
+
+// Read strictly: numbers range-checked before they become ints, nothing after
+// the JSON value, no key twice, and only regular files.
+TEST(PlanFile, StrictReading) {
+  const std::string trailing = plan_json("[1]", 4, 2) + " trailing";
+  // The error points past the object, into the text after it.
+  const std::string error = error_of(trailing), prefix = "PLAN: not valid JSON for a plan file (byte ";
+  ASSERT_EQ(error.substr(0, prefix.size()), prefix) << error;
+  EXPECT_GT(std::stoul(error.substr(prefix.size())), trailing.size() - 9) << error;
+  EXPECT_EQ(error_of(R"({"global_batch": 4, "ranks": 4294967297, "layers": []})"),
+            "PLAN: \"ranks\" 4294967297 is outside [1, 2147483647]");
+  EXPECT_EQ(error_of(plan_json("[4294967296]")), "PLAN: layer 'fc': rank 4294967296 is outside [0, 2147483647]");
+  EXPECT_EQ(error_of(plan_json("[-1]")), "PLAN: layer 'fc': rank -1 is outside [0, 2147483647]");
+  EXPECT_EQ(error_of(R"({"global_batch": 4, "global_batch": 8, "ranks": 2, "layers": []})"),
+            "PLAN: key \"global_batch\" appears twice in one object");
+  try {
+    load_plan("/tmp");
+    FAIL() << "a folder was read as a plan";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "/tmp: the plan file is not a regular file");
+  }
 }
 
 }  // namespace

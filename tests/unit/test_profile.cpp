@@ -118,7 +118,7 @@ TEST(Network, BadFilesNameTheKey) {
             ": p2p.latency_s = -1 is negative");
   EXPECT_EQ(error_of(R"({"p2p": {"latency_s": 1e-6}, )" + good_allreduce + "}"),
             ": missing number p2p.bandwidth_bytes_per_s");
-  EXPECT_EQ(error_of("{oops"), ": not a valid network file (JSON)");
+  EXPECT_EQ(error_of("{oops"), ": not valid JSON for a network file (byte 2)");
   std::remove(path.c_str());
 }
 
