@@ -10,6 +10,7 @@
 #include "burstpool/cluster_throughput.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/model_io.hpp"
+#include "burstpool/outputs.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/session.hpp"
 
@@ -46,11 +47,14 @@ double data_parallel_step_seconds(const JobConfig& foreground, int steps) {
 Multiplexer::Multiplexer(const JobConfig& foreground, Executor& exec)
     : fg_(foreground), exec_(exec), gate_(foreground.background.max_slowdown, foreground.background.pause_in_allreduce) {
   JobConfig bg = load_job(fg_.background.job_path);
+  if (bg.sync.strategy != "ssgd")
+    throw Error(fmt::format("{}: [sync] strategy: a background job trains with ssgd (data parallel), not {}", bg.file,
+                            bg.sync.strategy));
   bg.resume = fg_.resume;  // --resume continues both jobs
   bg.checkpoint_path = expand_output_path(bg.checkpoint_path, bg.name);
-  if (!bg.checkpoint_path.empty() && bg.checkpoint_path == fg_.checkpoint_path)
-    throw Error(fmt::format("{}: [output] checkpoint: the background job would write the foreground's checkpoint {}",
-                            bg.file, bg.checkpoint_path));
+  if (world().rank == 0)  // distinct from the foreground's, writable; rank 0 writes both
+    check_outputs({{"[output] checkpoint", fg_.checkpoint_path}, {"[output] metrics", fg_.metrics_path},
+                   {bg.file + ": [output] checkpoint", bg.checkpoint_path}});
   const char* yield = std::getenv("OMPI_MCA_mpi_yield_when_idle");
   if (world().rank == 0 && yield && std::string(yield) == "1")
     fmt::print(stderr,

@@ -73,6 +73,11 @@ std::string expand_output_path(const std::string& pattern, const std::string& jo
     };
     if (take("{job_id}", g_world.job_id) || take("{job}", job_name) || take("{ranks}", std::to_string(g_world.size)))
       continue;
+    if (pattern[i] == '{') {
+      const size_t end = pattern.find('}', i);
+      throw Error(fmt::format("output path '{}': unknown placeholder {} (known: {{job_id}}, {{job}}, {{ranks}})",
+                              pattern, pattern.substr(i, end == std::string::npos ? end : end - i + 1)));
+    }
     out += pattern[i];
   }
   return out;

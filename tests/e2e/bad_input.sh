@@ -133,7 +133,7 @@ expect_error "measured cuDNN algorithms on the CPU" "\[job\] cudnn_algorithms: m
 expect_error "unknown cuDNN algorithm choice" "\[job\] cudnn_algorithms: 'fastest'" \
   train "$src/jobs/fashion_mnist_mlp.ini" --set job.device=cuda --set job.cudnn_algorithms=fastest
 
-expect_error "missing job file" "nowhere\.ini: cannot open file" train "$work/nowhere.ini"
+expect_error "missing job file" "nowhere\.ini: cannot open INI file" train "$work/nowhere.ini"
 
 # Missing data: a Fashion-MNIST folder without the files.
 mkdir -p "$work/empty"
@@ -196,6 +196,87 @@ expect_error "network file with a negative number" "net\.json: p2p\.latency_s = 
 echo '{"p2p": {"latency_s": 1e-6, "bandwidth_bytes_per_s": 1e9}, "allreduce": {"latency_s": 1e-6}}' >"$work/net.json"
 expect_error "network file with a missing number" "net\.json: missing number allreduce\.bandwidth_bytes_per_s" \
   plan "$src/jobs/models/mlp.ini" --profile "$work/mlp.prof.json" --network "$work/net.json" --ranks 2 --global-batch 8
+
+# Numbers outside their documented ranges, and rules across keys (docs/jobs.md).
+mlp_job="$src/jobs/fashion_mnist_mlp.ini"
+expect_error "lr far too large" "--set optimizer\.lr=1e12: \[optimizer\] lr: 1000000000000 is outside \(0, 100\]" \
+  train "$mlp_job" --set optimizer.lr=1e12
+expect_error "sma alpha 0" "\[sync\] alpha: 0 is outside \(0, 1\]" \
+  train "$mlp_job" --set sync.strategy=sma --set sync.alpha=0
+expect_error "shadow pause for ever" "\[sync\] shadow_pause_ms: 1000000000000 is outside \[0, 60000\]" \
+  train "$mlp_job" --set sync.strategy=shadow --set sync.shadow_pause_ms=1e12
+expect_error "background backoff 10" "\[background\] wait_backoff: 10 is outside \[0, 1\]" \
+  train "$mlp_job" --set background.wait_backoff=10
+expect_error "min_lr above lr" "\[schedule\] min_lr: 0\.5 is outside \[0, optimizer\.lr\] = \[0, 0\.1\]" \
+  train "$mlp_job" --set schedule.type=cosine --set optimizer.lr=0.1 --set schedule.min_lr=0.5
+printf '[job]\nmodel = %s\n[data]\nsource = synthetic\nsynthetic_test_samples = 0\n[train]\ntarget_accuracy = 0.9\nstop_at_target = true\n' \
+  "$src/jobs/models/mlp.ini" >"$work/no_test.ini"
+expect_error "stop at a target without a test set" "no_test\.ini:8: \[train\] stop_at_target: needs a test set" \
+  train "$work/no_test.ini"
+
+# Command-line numbers must be positive (the seed may be 0): one line, exit 2 (a usage error).
+for flag in "--steps -1" "--epochs 0" "--batch-size -1" "--seed -1"; do
+  # shellcheck disable=SC2086
+  "$bin" train "$mlp_job" $flag >"$work/out" 2>"$work/err"
+  rc=$?
+  if [[ $rc -eq 2 && $(wc -l <"$work/err") -eq 1 ]] && grep -q -- "${flag% *}" "$work/err"; then
+    echo "ok   train $flag: $(cat "$work/err")"
+  else
+    echo "FAIL train $flag: exit $rc"; sed 's/^/    /' "$work/err"; failures=$((failures + 1))
+  fi
+done
+
+# Inputs that are not regular files end in one line, not a spin or a flood of memory.
+expect_error "model that is a device" "/dev/urandom: the INI file is not a regular file" \
+  train "$(job_for urandom /dev/urandom)" --steps 1
+ln -s /dev/zero "$work/zero-link.ini"
+expect_error "model linked to /dev/zero" "zero-link\.ini: the INI file is not a regular file" \
+  train "$(job_for zero "$work/zero-link.ini")" --steps 1
+mkdir -p "$work/zeros"
+ln -s /dev/zero "$work/zeros/train-images-idx3-ubyte"
+expect_error "IDX file linked to /dev/zero" "train-images-idx3-ubyte: the data file is not a regular file" \
+  train "$src/jobs/fashion_mnist_mlp.ini" --set data.dir="$work/zeros" --steps 1
+mkdir -p "$work/a_plan_folder"
+expect_error "plan that is a folder" "$work/a_plan_folder: the plan file is not a regular file" \
+  train "$src/jobs/fashion_mnist_mlp.ini" --plan "$work/a_plan_folder" --steps 1
+mkdir -p "$work/a_model_folder"
+expect_error "model that is a folder" "a_model_folder: the INI file is not a regular file" \
+  train "$(job_for folder "$work/a_model_folder")" --steps 1
+
+# Outputs are checked before training, not after it.
+expect_error "metrics in a missing folder" "\[output\] metrics $work/nowhere/m\.json: the folder $work/nowhere does not exist" \
+  train "$mlp_job" --metrics "$work/nowhere/m.json"
+expect_error "metrics where the checkpoint goes" "\[output\] checkpoint $work/same\.h5: another output of this run" \
+  train "$mlp_job" --checkpoint "$work/same.h5" --metrics "$work/same.h5"
+mkdir -p "$work/a_folder"
+expect_error "checkpoint path is a folder" "\[output\] checkpoint $work/a_folder: is a folder" \
+  train "$mlp_job" --checkpoint "$work/a_folder"
+expect_error "unknown placeholder" "output path '$work/\{jobid\}\.json': unknown placeholder \{jobid\}" \
+  train "$mlp_job" --metrics "$work/{jobid}.json"
+printf '[job]\nmodel = %s\n[data]\nsource = synthetic\n[sync]\nstrategy = sma\n' "$src/jobs/models/mlp.ini" >"$work/sma_bg.ini"
+printf '[job]\nmodel = %s\n[data]\nsource = synthetic\n[train]\nsteps = 50\n[background]\njob = sma_bg.ini\n' \
+  "$src/jobs/models/mlp.ini" >"$work/with_sma_bg.ini"
+expect_error "background job with a small-batch strategy" "sma_bg\.ini: \[sync\] strategy: a background job trains with ssgd" \
+  train "$work/with_sma_bg.ini"
+
+# A dead writer's temporary checkpoint is removed at the start; a live one's is not.
+tiny=$(job_for tiny "$src/jobs/models/mlp.ini")
+touch "$work/c.h5.tmp.999999999" "$work/c.h5.tmp.$$"
+"$bin" train "$tiny" --steps 2 --checkpoint "$work/c.h5" >"$work/out" 2>&1 || fail "stale temporaries: exit $?"
+[[ ! -e "$work/c.h5.tmp.999999999" && -e "$work/c.h5.tmp.$$" ]] && grep -q "removed $work/c.h5.tmp.999999999" "$work/out" ||
+  fail "stale temporaries: $(ls "$work" | grep tmp) / $(cat "$work/out")"
+
+# Metrics that cannot be written at the end (their folder vanished) are kept in the working folder.
+mkdir -p "$work/gone" "$work/cwd"
+(cd "$work/cwd" && exec "$bin" train "$tiny" --steps 20000 --set train.log_every=50 --set optimizer.lr=0.01 \
+  --metrics "$work/gone/m.json" \
+  >"$work/late.out" 2>"$work/late.err") &
+late=$!
+for _ in $(seq 100); do grep -q "^step" "$work/late.out" 2>/dev/null && break; sleep 0.1; done
+rm -rf "$work/gone"
+wait $late || fail "metrics fallback: exit $?"
+[[ -s "$work/cwd/m.json" ]] && grep -q "could not write the metrics to $work/gone/m.json; they are in m.json" "$work/late.err" ||
+  fail "metrics fallback: $(cat "$work/late.err")"
 
 # Under MPI, a failing rank stops every rank with the message, without hanging.
 if command -v mpirun >/dev/null; then
