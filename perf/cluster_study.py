@@ -80,7 +80,8 @@ def point(args, tmp, model, profile, packing, ranks, batch):
                 [args.burstpool, "simulate", plan, "--model", mfile, "--profile", profile, *net, *bg, "--out", sim]]
         for c in cmds:
             run(c)
-        commands.append(" ".join(x.replace(tmp, "$TMP").replace(ROOT + "/", "") for x in cmds[0] + ["&&"] + cmds[1]))
+        commands.append(" ".join(x.replace(args.burstpool, "build/burstpool").replace(tmp, "$TMP").replace(ROOT + "/", "")
+                                 for x in cmds[0] + ["&&"] + cmds[1]))
         s = json.load(open(sim))
         b = s["background"]
         dp_rate = b["foreground_data_parallel_samples_per_second"]

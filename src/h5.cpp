@@ -218,10 +218,6 @@ std::vector<float> read_floats(const File& f, const std::string& path, std::vect
   return read_numbers<float>(f, path, H5T_NATIVE_FLOAT, dims);
 }
 
-std::vector<int> read_ints(const File& f, const std::string& path, std::vector<hsize_t>* dims) {
-  return read_numbers<int>(f, path, H5T_NATIVE_INT, dims);
-}
-
 bool is_floating(const File& f, const std::string& path) {
   Handle ds = open_dataset(f, path);
   Handle type(H5Dget_type(ds.get()), H5Tclose);
@@ -281,11 +277,5 @@ bool is_group(const File& f, const std::string& object) {
   return true;
 }
 
-bool is_uint8(const File& f, const std::string& path) {
-  Handle ds = open_dataset(f, path);
-  Handle type(H5Dget_type(ds.get()), H5Tclose);
-  return H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_size(type.get()) == 1 &&
-         H5Tget_sign(type.get()) == H5T_SGN_NONE;
-}
 
 }  // namespace burstpool::h5

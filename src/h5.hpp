@@ -63,9 +63,6 @@ std::vector<std::string> attr_names(const File& f, const std::string& object);
 void write_floats(const File& f, const std::string& path, const std::vector<hsize_t>& dims, const float* data);
 // Reads a numeric dataset converted to float; returns its dims.
 std::vector<float> read_floats(const File& f, const std::string& path, std::vector<hsize_t>* dims = nullptr);
-std::vector<int> read_ints(const File& f, const std::string& path, std::vector<hsize_t>* dims = nullptr);
-// True for unsigned 8-bit integer datasets (raw image bytes).
-bool is_uint8(const File& f, const std::string& path);
 std::vector<hsize_t> dims_of(const File& f, const std::string& path);
 // Whether the dataset's stored type is floating point (any width).
 bool is_floating(const File& f, const std::string& path);
