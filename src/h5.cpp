@@ -8,8 +8,17 @@
 namespace burstpool::h5 {
 namespace {
 
+// Before the library's first use (every entry here calls quiet() first):
+// errors come back as codes, and HDF5 registers no exit handler. The handler
+// would close files still open at exit, and a file whose close failed (a full
+// disk during a checkpoint) made it crash in H5F__close_cb after the error
+// was reported; every file burstpool writes is closed, or abandoned and
+// removed, explicitly.
 struct Quiet {
-  Quiet() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+  Quiet() {
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
 };
 void quiet() { static Quiet once; }
 
