@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU checks of issues #7 and #5 in one run, for a lent GPU machine, in
-# sections run most needed first:
+# The GPU checks in one run, for a GPU machine without MPI, in sections run
+# most needed first:
 #   tests      the CUDA layers and model against their CPU twins;
 #   layers     the per-layer benchmark at batch 32 (LeNet-5's chosen cuDNN
 #              algorithms; vgg16 with each [job] cudnn_algorithms choice named
@@ -42,6 +42,12 @@ limit() {
   (( left >= 1 )) || left=1
   echo "$left"
 }
+# Without the kit or a GPU there is nothing to check: say so in one line and
+# fail, instead of running every section into "command not found".
+[[ -f gpu-run/lib.tar.xz && -x gpu-run/burstpool ]] ||
+  { echo "perf/gpu_check.sh: gpu-run/ is missing: run scripts/pack-gpu-run.sh first and carry gpu-run" | tee -a "$log"; exit 2; }
+nvidia-smi >/dev/null 2>&1 ||
+  { echo "perf/gpu_check.sh: no NVIDIA GPU here (nvidia-smi failed): nothing to check" | tee -a "$log"; exit 1; }
 tar -C /tmp/gpu-run -xJf gpu-run/lib.tar.xz
 # Packed libraries first, then the CUDA libraries of the machine's toolkit or Python packages.
 cuda_libs=
