@@ -85,7 +85,7 @@ std::string job_schema_markdown() {
 
 namespace {
 
-// One end of a JobKey range: a number, or the name of another key of the section.
+// One end of a JobKey range: a number, or another key as "section.key".
 struct Bound {
   double value = 0;
   std::string key;
@@ -95,7 +95,7 @@ struct Range {
   Bound lo, hi;
 };
 
-// "[0, 1)", "(0, lr]": the schema's own text, so a malformed one is a bug.
+// "[0, 1)", "[0, optimizer.lr]": the schema's own text, so a malformed one is a bug.
 Range parse_range(const std::string& text) {
   const size_t comma = text.find(',');
   BP_CHECK(text.size() >= 5 && comma != std::string::npos && (text[0] == '[' || text[0] == '(') &&
