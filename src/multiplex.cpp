@@ -9,7 +9,6 @@
 #include "../comm/wait.hpp"
 #include "burstpool/cluster_throughput.hpp"
 #include "burstpool/error.hpp"
-#include "burstpool/model_io.hpp"
 #include "burstpool/outputs.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/session.hpp"
@@ -19,11 +18,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 }  // namespace
 
-double data_parallel_step_seconds(const JobConfig& foreground, int steps) {
+double data_parallel_step_seconds(const JobConfig& foreground, const ModelSpec& spec, int steps) {
   JobConfig job = foreground;
   job.plan_path.clear();
   job.background = {};
-  const ModelSpec spec = load_model_spec(job.model_path);
   MPI_Comm comm = MPI_COMM_NULL;
   BP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
   double seconds = 0;
@@ -60,7 +58,7 @@ Multiplexer::Multiplexer(const JobConfig& foreground, Executor& exec)
     fmt::print(stderr,
                "burstpool: warning: OMPI_MCA_mpi_yield_when_idle=1 makes every MPI poll of the foreground hand its core "
                "to the background job; unset it (waits sleep on their own while a background job runs)\n");
-  if (!fg_.plan_path.empty()) dp_step_seconds_ = data_parallel_step_seconds(fg_, fg_.background.calibrate_steps);
+  if (!fg_.plan_path.empty()) dp_step_seconds_ = data_parallel_step_seconds(fg_, exec_.model().spec(), fg_.background.calibrate_steps);
   bg_ = std::make_unique<BackgroundJob>(bg, MPI_COMM_WORLD, gate_);
   bg_->calibrate(fg_.background.calibrate_steps);
   exec_.set_reduce_flag(&gate_.in_allreduce());

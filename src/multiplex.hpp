@@ -15,13 +15,13 @@
 
 namespace burstpool {
 
-// Collective over the world: the foreground job's model and global batch
-// trained data parallel over the world, alone, for `steps` steps (the first
+// Collective over the world: the foreground job's model (`spec`, already
+// loaded) and global batch trained data parallel over the world, alone, for `steps` steps (the first
 // left out) in a session of its own (own communicator, model, optimizer, data
 // and sampler, so the foreground's state and numbers are untouched). Returns
 // the slowest rank's mean seconds per step: the reference of
 // cluster_throughput_vs_data_parallel for a foreground with a plan.
-double data_parallel_step_seconds(const JobConfig& foreground, int steps);
+double data_parallel_step_seconds(const JobConfig& foreground, const ModelSpec& spec, int steps);
 
 class Multiplexer {
  public:
