@@ -109,6 +109,18 @@ class Conv2d final : public Layer {
     return p;
   }
   double forward_flops() const override { return 2.0 * g_.oc * g_.ckk() * g_.ohw(); }
+  uint64_t buffer_bytes(int batch, int threads) const override {
+    if (winograd_) return winograd_->buffer_bytes(batch, threads);
+    // Backward's peak: each thread's column, column-gradient and reordered
+    // output-gradient matrices for one group of samples, plus the partial
+    // weight gradients of every thread but the first.
+    const int groups = (batch + group_ - 1) / group_;
+    const uint64_t workers = std::max(1, std::min(groups, threads));
+    const uint64_t ld = static_cast<uint64_t>(std::min(group_, std::max(batch, 1))) * g_.ohw();
+    const uint64_t per_thread = (2 * static_cast<uint64_t>(g_.ckk()) + g_.oc) * ld;
+    const uint64_t partial = (workers - 1) * static_cast<uint64_t>(g_.oc) * g_.ckk();
+    return 4 * (workers * per_thread + partial);
+  }
 
  protected:
   Shape infer_impl(const std::vector<Shape>& in) override {

@@ -17,6 +17,9 @@ class SoftmaxCrossEntropy final : public Layer {
  public:
   using Layer::Layer;
   bool is_loss() const override { return true; }
+  uint64_t buffer_bytes(int batch, int) const override {  // prob_
+    return uint64_t{4} * static_cast<uint64_t>(batch) * k_;
+  }
 
  protected:
   Shape infer_impl(const std::vector<Shape>& in) override {

@@ -38,6 +38,9 @@ class Pool2d : public Layer {
 class MaxPool2d final : public Pool2d {
  public:
   using Pool2d::Pool2d;
+  uint64_t buffer_bytes(int batch, int) const override {  // argmax_
+    return uint64_t{4} * static_cast<uint64_t>(batch) * out_shape_.per_sample();
+  }
 
  protected:
   void forward_impl(const std::vector<const Tensor*>& in, Tensor& out, const Context&) override {

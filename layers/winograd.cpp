@@ -143,6 +143,18 @@ class Winograd final : public WinogradConv {
     }
   }
 
+  uint64_t buffer_bytes(int n, int threads) const override {
+    const uint64_t kc = static_cast<uint64_t>(k_) * c_, per = static_cast<uint64_t>(ty_) * tx_;
+    const uint64_t chunk = std::min(chunk_samples(), std::max(n, 1)), t = chunk * per;
+    const uint64_t batch_v = uint64_t{AA} * c_ * per * n;
+    const uint64_t saved = batch_v <= kSavedInputFloats ? batch_v : uint64_t{AA} * c_ * t;  // saved_v_ or v_
+    const uint64_t weights = 2 * AA * kc + 9 * kc + uint64_t{A} * 3 * kc;  // u_, du_, g/dg, tmp
+    const uint64_t chunks = uint64_t{AA} * (k_ + c_) * t;                     // m_, dv_
+    const uint64_t pad = static_cast<uint64_t>(ty_ * M + 2) * (tx_ * M + 2);
+    const uint64_t per_thread = 2 * uint64_t{AA} * t + pad;                   // d, tmp, pad
+    return 4 * (saved + weights + chunks + static_cast<uint64_t>(std::max(threads, 1)) * per_thread);
+  }
+
   void backward(const float* x, const float* weight, const float* dy, float* dweight, float* dx, bool accumulate,
                 int n) override {
     transform_weights(weight);

@@ -23,6 +23,9 @@ class WinogradConv {
   // dweight: overwritten; dx: overwritten or accumulated, null to skip.
   virtual void backward(const float* x, const float* weight, const float* dy, float* dweight, float* dx,
                         bool accumulate, int n) = 0;
+  // Peak bytes of the buffers forward and backward of n samples allocate
+  // (transformed weights, kept input transform, chunk and per-thread scratch).
+  virtual uint64_t buffer_bytes(int n, int threads) const = 0;
 };
 
 // Per-sample input (c, h, w), k output channels, padding (ph, pw), output (oh, ow); tile = 2 or 4.

@@ -107,6 +107,30 @@ void normalise(std::vector<float>& v, float scale, Normalisation norm) {
 
 }  // namespace
 
+size_t idx_sample_count(const std::string& path) {
+  try {
+    require_regular_file(path, "data");  // never a device node or a pipe, which could block
+  } catch (const Error&) {
+    return 0;
+  }
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) return 0;
+  unsigned char header[8];
+  const bool whole = gzread(f, header, sizeof header) == static_cast<int>(sizeof header);
+  gzclose(f);
+  return whole && header[0] == 0 && header[1] == 0 ? be32(header + 4) : 0;
+}
+
+size_t hdf5_sample_count(const std::string& path, const std::string& dataset) {
+  try {
+    require_regular_file(path, "data");
+    const std::vector<hsize_t> dims = h5::dims_of(h5::File::open_read(path), dataset);
+    return dims.empty() ? 0 : static_cast<size_t>(dims[0]);
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
 Dataset load_idx(const std::string& images_path, const std::string& labels_path, Normalisation norm) {
   std::vector<unsigned char> ib = read_all(images_path), lb = read_all(labels_path);
   Idx images = parse_idx(ib, images_path), labels = parse_idx(lb, labels_path);

@@ -45,6 +45,7 @@ std::unique_ptr<DeviceModel> make_device_model(const std::string& device, Model&
 #ifndef BURSTPOOL_HAVE_CUDA
 bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }
+unsigned long long cuda_free_bytes(int) { return 0; }
 std::unique_ptr<DeviceModel> make_cuda_model(Model&, int, const CudaOptions&) {
   choose_device(0, 0);  // throws: no CUDA backend in this build
   return nullptr;

@@ -17,6 +17,7 @@ const std::vector<JobKey>& job_schema() {
       {"job", "cuda_graphs", "false", "boolean", "", "device = cuda: capture each training step's forward and backward layers in CUDA graphs and replay them, where nothing in them waits for the host (one rank or ranks sharing a GPU, no batch-norm group sums; docs/cuda.md)"},
       {"job", "cudnn_algorithms", "heuristic", "heuristic | measured | gemm", "", "device = cuda: how each convolution's cuDNN algorithms are chosen, deterministic ones only. heuristic: cuDNN's heuristic ranking, the same on every run, so runs repeat bit for bit; measured: each candidate timed once at the start, as PyTorch's cudnn.benchmark: faster, but the choice, and with it the bits, can change from run to run; gemm: heuristic among the algorithms that sum products directly (no FFT or Winograd transforms, which round more): results within float rounding of the CPU's, slower (docs/cuda.md)"},
       {"job", "threads", "0", "threads", "[0, 1024]", "Threads per rank; 0: OMP_NUM_THREADS, else 1 under MPI with several ranks, else all cores"},
+      {"job", "memory_limit_gb", "0", "GiB", "[0, 1048576]", "Memory the ranks of one node may use together, against which the run's estimate (parameters, optimizer state, activations, layer buffers, data; docs/jobs.md) is checked before anything large is allocated; 0: what the node has free (MemAvailable, or the cgroup's limit when lower, as under Slurm). A run whose estimate exceeds it is refused, naming its largest layers. On a GPU the device's free memory is checked too"},
       {"data", "source", "fashion-mnist", "fashion-mnist | hdf5 | synthetic", "", "Where samples come from"},
       {"data", "dir", "/usr/share/datasets/fashion-mnist", "path", "", "fashion-mnist: folder with the four IDX files (.gz or plain)"},
       {"data", "train_file", "", "path", "", "hdf5: training file, relative to the job file's folder"},
@@ -245,6 +246,7 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   if (c.cudnn_algorithms != "heuristic" && c.device != "cuda")
     v.fail("job", "cudnn_algorithms", c.cudnn_algorithms + " needs device = cuda");
   c.threads = static_cast<int>(v.integer("job", "threads"));
+  c.memory_limit_gb = v.number("job", "memory_limit_gb");
 
   c.data_source = v.choice("data", "source", {"fashion-mnist", "hdf5", "synthetic"});
   c.data_dir = resolve(base, v.str("data", "dir"));

@@ -38,52 +38,65 @@ Model::Model(const ModelSpec& spec, int max_batch, uint64_t init_seed)
   BP_CHECK(max_batch >= 1, "model batch {} must be >= 1", max_batch);
 }
 
-Model::Model(const ModelSpec& spec, const std::function<int(const std::string&)>& capacity, uint64_t init_seed)
-    : spec_(spec) {
-  spec_index_ = spec_.topological_order();
-  const int n = static_cast<int>(spec_index_.size());
+LayerGraph build_layer_graph(const ModelSpec& spec) {
+  LayerGraph g;
+  g.spec_index = spec.topological_order();
+  const int n = static_cast<int>(g.spec_index.size());
   std::vector<int> position(n);
-  for (int i = 0; i < n; ++i) position[spec_index_[i]] = i;
+  for (int i = 0; i < n; ++i) position[g.spec_index[i]] = i;
 
   std::vector<int> consumers(n, 0);
   for (int i = 0; i < n; ++i) {
-    const LayerSpec& ls = spec_.layers[spec_index_[i]];
-    layers_.push_back(make_layer(ls));
+    const LayerSpec& ls = spec.layers[g.spec_index[i]];
+    g.layers.push_back(make_layer(ls));
     std::vector<int> in;
     std::vector<Shape> shapes;
     for (const std::string& name : ls.inputs) {
-      int p = position[spec_.find(name)];
+      int p = position[spec.find(name)];
       in.push_back(p);
-      shapes.push_back(layers_[p]->output_shape());
+      shapes.push_back(g.layers[p]->output_shape());
       ++consumers[p];
-      if (layers_[p]->is_loss())
+      if (g.layers[p]->is_loss())
         throw Error(fmt::format("{}: layer '{}' takes the loss layer '{}' as input", ls.where("inputs").str(),
                                 ls.name, name));
     }
-    inputs_.push_back(in);
+    g.inputs.push_back(in);
     try {
-      layers_[i]->infer(shapes);
+      g.layers[i]->infer(shapes);
     } catch (const Error& e) {
       throw Error(fmt::format("{}: {}", ls.loc.str(), e.what()));
     }
     if (ls.type == "input") {
-      if (input_ >= 0)
+      if (g.input >= 0)
         throw Error(fmt::format("{}: a second input layer '{}' (one is allowed)", ls.loc.str(), ls.name));
-      input_ = i;
+      g.input = i;
     }
-    if (layers_[i]->is_loss()) {
-      if (loss_ >= 0)
+    if (g.layers[i]->is_loss()) {
+      if (g.loss >= 0)
         throw Error(fmt::format("{}: a second loss layer '{}' (one is allowed)", ls.loc.str(), ls.name));
-      loss_ = i;
+      g.loss = i;
     }
   }
-  if (input_ < 0) throw Error(fmt::format("{}: the model has no layer of type 'input'", spec_.source));
-  if (loss_ < 0)
-    throw Error(fmt::format("{}: the model has no loss layer (type 'softmax_cross_entropy')", spec_.source));
+  if (g.input < 0) throw Error(fmt::format("{}: the model has no layer of type 'input'", spec.source));
+  if (g.loss < 0)
+    throw Error(fmt::format("{}: the model has no loss layer (type 'softmax_cross_entropy')", spec.source));
   for (int i = 0; i < n; ++i)
-    if (consumers[i] == 0 && i != loss_)
-      throw Error(fmt::format("{}: the output of layer '{}' is never used", layer_spec(i).loc.str(),
-                              layer_spec(i).name));
+    if (consumers[i] == 0 && i != g.loss) {
+      const LayerSpec& ls = spec.layers[g.spec_index[i]];
+      throw Error(fmt::format("{}: the output of layer '{}' is never used", ls.loc.str(), ls.name));
+    }
+  return g;
+}
+
+Model::Model(const ModelSpec& spec, const std::function<int(const std::string&)>& capacity, uint64_t init_seed)
+    : spec_(spec) {
+  LayerGraph graph = build_layer_graph(spec_);
+  layers_ = std::move(graph.layers);
+  spec_index_ = std::move(graph.spec_index);
+  inputs_ = std::move(graph.inputs);
+  input_ = graph.input;
+  loss_ = graph.loss;
+  const int n = size();
 
   // Backward visits layers in reverse and each layer's slots in order: the first
   // visit of a producer's gradient overwrites it, later ones accumulate.

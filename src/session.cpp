@@ -63,6 +63,16 @@ JobData load_job_data(const JobConfig& job, const Model& model) {
   return d;
 }
 
+size_t job_sample_count(const JobConfig& job) {
+  if (job.data_source == "fashion-mnist")
+    return idx_sample_count(idx_path(job.data_dir, "train-images-idx3-ubyte")) +
+           idx_sample_count(idx_path(job.data_dir, "t10k-images-idx3-ubyte"));
+  if (job.data_source == "hdf5")
+    return hdf5_sample_count(job.train_file, job.images_dataset) +
+           (job.test_file.empty() ? 0 : hdf5_sample_count(job.test_file, job.images_dataset));
+  return static_cast<size_t>(job.synthetic_train) + static_cast<size_t>(job.synthetic_test);
+}
+
 void gather_images(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<float>& images) {
   images.resize(static_cast<size_t>(std::max(slice.count, 1)) * data.sample.count());
   gather(data, indices + slice.offset, slice.count, images.data(), nullptr);

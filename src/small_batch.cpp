@@ -20,6 +20,7 @@
 
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/error.hpp"
+#include "burstpool/memory.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/session.hpp"
@@ -164,6 +165,7 @@ TrainResult train_small_batch(const JobConfig& job) {
 
   const ModelSpec spec = load_model_spec(job.model_path);
   r.model = spec.name;
+  require_memory(job, spec, Plan{}, MPI_COMM_WORLD);
   std::vector<std::unique_ptr<Learner>> learners;
   auto new_learner = [&] {
     learners.push_back(std::make_unique<Learner>(spec, b, job.seed, job.sgd, job.bucket_bytes));

@@ -12,6 +12,7 @@
 
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/executor.hpp"
+#include "burstpool/memory.hpp"
 #include "burstpool/plan.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/model.hpp"
@@ -156,7 +157,10 @@ TrainResult train(const JobConfig& job) {
 
   const ModelSpec spec = load_model_spec(job.model_path);
   r.model = spec.name;
-  TrainingSession session(job, spec, plan_for(job, spec, w.size), MPI_COMM_WORLD);
+  const Plan plan = plan_for(job, spec, w.size);
+  validate_plan(plan, spec, w.size);
+  require_memory(job, spec, plan, MPI_COMM_WORLD);
+  TrainingSession session(job, spec, plan, MPI_COMM_WORLD);
   Executor& exec = session.exec();
   exec.set_per_layer_allreduce(job.layer_timing);
   Model& model = session.model();

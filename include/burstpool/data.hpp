@@ -32,6 +32,11 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path,
 // source file is missing, and (with check_finite) NaN or infinite pixels.
 Dataset load_hdf5_dataset(const std::string& path, const std::string& images, const std::string& labels,
                           Normalisation norm, bool check_finite = true);
+// How many samples a data file holds, from the IDX header alone or the HDF5
+// dataset's first dimension; 0 when it cannot be read (its loader says why).
+// For the memory estimate made before loading.
+size_t idx_sample_count(const std::string& path);
+size_t hdf5_sample_count(const std::string& path, const std::string& dataset);
 // Learnable synthetic data: one random template per class (fixed by `seed`)
 // plus noise drawn from (seed, stream): use stream 0 for training, 1 for test.
 Dataset make_synthetic(Shape sample, int classes, size_t count, uint64_t seed, uint64_t stream);

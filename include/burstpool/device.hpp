@@ -33,5 +33,8 @@ std::string to_string(StreamRole role);
 // it has none, or the driver reports none).
 bool cuda_built();
 int cuda_device_count();
+// Free memory of the GPU a rank with this node-local rank takes
+// (choose_device); 0 without the CUDA backend or a GPU.
+unsigned long long cuda_free_bytes(int local_rank);
 
 }  // namespace burstpool

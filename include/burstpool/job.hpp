@@ -59,6 +59,7 @@ struct JobConfig {
   bool cuda_graphs = false;  // [job] cuda_graphs
   std::string cudnn_algorithms = "heuristic";  // [job] cudnn_algorithms: heuristic | measured | gemm
   int threads = 0;  // 0: automatic
+  double memory_limit_gb = 0;  // per node; 0: detected (src/memory.cpp)
 
   // [data]
   std::string data_source;  // fashion-mnist | hdf5 | synthetic

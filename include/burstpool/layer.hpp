@@ -82,6 +82,11 @@ class Layer {
 
   // Multiply-adds x2 of one sample's forward pass (for GFLOP/s reports).
   virtual double forward_flops() const { return 0.0; }
+  // Bytes the layer itself allocates to run forward and backward on `batch`
+  // samples with `threads` OpenMP threads, beyond its output, parameters and
+  // gradients: what forward keeps for backward plus the peak scratch of one
+  // call. For the memory estimate made before a run allocates anything.
+  virtual uint64_t buffer_bytes(int /*batch*/, int /*threads*/) const { return 0; }
   // True for the loss layer: its output is one scalar (1,1,1,1) whatever the
   // batch, holding sum(per-sample loss) * Context::loss_scale.
   virtual bool is_loss() const { return false; }

@@ -27,6 +27,19 @@ struct NamedTensor {
   std::string layer_name;
 };
 
+// A model's layers in topological order, their shapes inferred and their
+// producers listed, checked (one input, one loss, every output used); nothing
+// is allocated beyond the layer objects. Model builds on it, and the memory
+// estimate reads shapes from it before a run allocates anything large.
+// Throws Error naming the file and line of a bad layer.
+struct LayerGraph {
+  std::vector<std::unique_ptr<Layer>> layers;
+  std::vector<int> spec_index;           // topological position -> spec index
+  std::vector<std::vector<int>> inputs;  // producers by topological position
+  int input = -1, loss = -1;
+};
+LayerGraph build_layer_graph(const ModelSpec& spec);
+
 class Model {
  public:
   // Every layer holds activations for up to max_batch samples.

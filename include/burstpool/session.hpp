@@ -23,6 +23,10 @@ struct JobData {
 // The job's training (and test) data, checked against the model's sample shape and classes.
 JobData load_job_data(const JobConfig& job, const Model& model);
 
+// Samples the job's data holds (training and test), read from headers or
+// the job's settings without loading them; unreadable files count 0.
+size_t job_sample_count(const JobConfig& job);
+
 // Images (or labels) of batch positions [slice.offset, slice.end()); indices give the batch.
 void gather_images(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<float>& images);
 void gather_labels(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<int32_t>& labels);

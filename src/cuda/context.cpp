@@ -12,6 +12,15 @@ int cuda_device_count() {
   return count;
 }
 
+unsigned long long cuda_free_bytes(int local_rank) {
+  const int count = cuda_device_count();
+  size_t free = 0, total = 0;
+  if (count == 0 || cudaSetDevice(choose_device(local_rank, count)) != cudaSuccess ||
+      cudaMemGetInfo(&free, &total) != cudaSuccess)
+    return 0;
+  return free;
+}
+
 namespace cuda {
 
 void fail(const char* library, const char* call, const char* message, const char* file, int line) {

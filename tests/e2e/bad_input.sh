@@ -243,6 +243,27 @@ mkdir -p "$work/a_model_folder"
 expect_error "model that is a folder" "a_model_folder: the INI file is not a regular file" \
   train "$(job_for folder "$work/a_model_folder")" --steps 1
 
+# Runs that cannot fit in memory are refused before anything large is allocated,
+# naming the estimate and the largest layers; [job] memory_limit_gb overrides
+# what is assumed available.
+m=$(printf '[data]\ntype = input\nshape = 3,1024,1024\n[big]\ntype = conv2d\ninputs = data\nout_channels = 64\nkernel = 3\npadding = 1\n[pool]\ntype = maxpool2d\ninputs = big\nkernel = 64\n%s' \
+  "${tail_layers//inputs = conv/inputs = pool}" >"$work/huge.ini"; echo "$work/huge.ini")
+expect_error "activations beyond the node's memory" \
+  "huge\.job\.ini: the run does not fit in memory: the 1 rank\(s\) on .* need about [0-9.]+ GiB together but [0-9.]+ [GMT]iB is available \((MemAvailable in /proc/meminfo|the cgroup's memory limit less its usage)\).*largest layers: big " \
+  train "$(job_for huge "$m")" --batch-size 64 --steps 1
+expect_error "below memory_limit_gb" \
+  "mlp\.ini: the run does not fit in memory: .* but 1 MiB is available \(\[job\] memory_limit_gb = 0\.000976562\).*largest layers: fc1 " \
+  train "$mlp_job" --set job.memory_limit_gb=0.0009765625 --steps 1
+# More than 2^31 - 1 parameters: refused by the estimate, and, with the estimate
+# overridden, by the model before its flat buffers' sizes could wrap.
+printf '[data]\ntype = input\nshape = 1,256,256\n[flat]\ntype = flatten\ninputs = data\n[fc]\ntype = linear\ninputs = flat\nout_features = 40000\n[loss]\ntype = softmax_cross_entropy\ninputs = fc\n' >"$work/wide.ini"
+expect_error "2.6e9 parameters, estimated" "wide\.job\.ini: the run does not fit in memory: .*parameters 19\.5 GiB.*largest layers: fc 29\.3 GiB" \
+  train "$(job_for wide "$work/wide.ini")" --steps 1 --set job.memory_limit_gb=16
+expect_error "2.6e9 parameters, estimate overridden" "wide\.ini: the model has 2621480000 parameters and 0 state values; burstpool holds at most 2147483647" \
+  train "$(job_for wide "$work/wide.ini")" --steps 1 --set job.memory_limit_gb=100000
+"$bin" train "$(job_for fits "$src/jobs/models/mlp.ini")" --steps 1 --set job.memory_limit_gb=1 >"$work/out" 2>&1 ||
+  fail "a run that fits under memory_limit_gb = 1: $(cat "$work/out")"
+
 # Outputs are checked before training, not after it.
 expect_error "metrics in a missing folder" "\[output\] metrics $work/nowhere/m\.json: the folder $work/nowhere does not exist" \
   train "$mlp_job" --metrics "$work/nowhere/m.json"
