@@ -14,6 +14,7 @@
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/model_io.hpp"
+#include "burstpool/session.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/trainer.hpp"
 
@@ -62,7 +63,7 @@ BackgroundJob::BackgroundJob(const JobConfig& job, MPI_Comm world, ForegroundGat
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   int size = 1;
   MPI_Comm_size(comm_, &size);
-  const ModelSpec spec = load_model_spec(job.model_path);
+  const ModelSpec spec = load_job_model(job);
   session_ = std::make_unique<TrainingSession>(job, spec, data_parallel_plan(spec, size, job.batch_size), comm_);
   use_job_device(job, session_->exec(), true);  // the least urgent streams; gradients summed by MPI
   MPI_Comm_rank(comm_, &rank_);

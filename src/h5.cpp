@@ -1,9 +1,16 @@
 #include "h5.hpp"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <mutex>
 
 #include "burstpool/error.hpp"
 #include "burstpool/files.hpp"
+#include "burstpool/runtime.hpp"
 
 namespace burstpool::h5 {
 namespace {
@@ -21,6 +28,62 @@ struct Quiet {
   }
 };
 void quiet() { static Quiet once; }
+
+// The crash notes' shared state: the line to print, built before any crash
+// (a signal handler may only write it), and the handlers to restore.
+struct CrashState {
+  std::mutex mutex;
+  std::vector<std::string> lines;  // one per open note, innermost last
+  struct sigaction previous[3];
+};
+CrashState& crash_state() {
+  static CrashState state;
+  return state;
+}
+constexpr int kCrashSignals[3] = {SIGSEGV, SIGBUS, SIGFPE};
+char g_crash_line[2048];
+size_t g_crash_length = 0;
+
+void set_crash_line(const std::string& line) {
+  g_crash_length = std::min(line.size(), sizeof g_crash_line);
+  std::memcpy(g_crash_line, line.data(), g_crash_length);
+}
+
+extern "C" void on_crash(int) {
+  [[maybe_unused]] ssize_t written = write(STDERR_FILENO, g_crash_line, g_crash_length);
+  _exit(1);
+}
+
+}  // namespace
+
+class CrashNote {
+ public:
+  explicit CrashNote(const std::string& path) {
+    CrashState& s = crash_state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.lines.push_back(error_line(fmt::format("{}: corrupt HDF5 file: the HDF5 library crashed reading it", path)));
+    set_crash_line(s.lines.back());
+    if (s.lines.size() > 1) return;
+    struct sigaction action {};
+    action.sa_handler = on_crash;
+    sigemptyset(&action.sa_mask);
+    for (int i = 0; i < 3; ++i) sigaction(kCrashSignals[i], &action, &s.previous[i]);
+  }
+  ~CrashNote() {
+    CrashState& s = crash_state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.lines.pop_back();
+    if (!s.lines.empty()) {
+      set_crash_line(s.lines.back());
+      return;
+    }
+    for (int i = 0; i < 3; ++i) sigaction(kCrashSignals[i], &s.previous[i], nullptr);
+  }
+  CrashNote(const CrashNote&) = delete;
+  CrashNote& operator=(const CrashNote&) = delete;
+};
+
+namespace {
 
 [[noreturn]] void fail(const File& f, const std::string& what) {
   throw Error(fmt::format("{}: {}", f.path(), what));
@@ -83,11 +146,17 @@ File File::create(const std::string& path) {
   return f;
 }
 
+File::File() = default;
+File::~File() = default;
+File::File(File&&) noexcept = default;
+File& File::operator=(File&&) noexcept = default;
+
 File File::open_read(const std::string& path) {
   quiet();
   File f;
   f.path_ = path;
   require_regular_file(path, "HDF5");
+  f.note_ = std::make_unique<CrashNote>(path);
   hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) throw Error(fmt::format("{}: not a readable HDF5 file (truncated or corrupt?)", path));
   f.h_ = Handle(id, H5Fclose);

@@ -18,7 +18,8 @@ void write_json(const std::string& path, const nlohmann::json& j) {
   {
     std::ofstream out(tmp);
     if (!out) throw Error(fmt::format("{}: cannot write file", tmp));
-    out << j.dump(2) << "\n";
+    // Names come from user files and may hold bytes that are not UTF-8: written as U+FFFD.
+    out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!out.flush()) throw Error(fmt::format("{}: write failed", tmp));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

@@ -171,11 +171,19 @@ std::string dims_text(std::vector<hsize_t> dims) {
 }
 
 // Every dataset below `group`, as paths relative to `root`.
-void datasets_below(const h5::File& f, const std::string& root, const std::string& group, std::vector<std::string>& out) {
+// Weights nest three deep (root/layer/name); a corrupt file can link a group
+// into itself, so deeper nesting is refused rather than followed for ever.
+constexpr int kMaxGroupDepth = 8;
+
+void datasets_below(const h5::File& f, const std::string& root, const std::string& group, std::vector<std::string>& out,
+                    int depth = 0) {
+  if (depth > kMaxGroupDepth)
+    throw Error(fmt::format("{}: groups below '{}' nest deeper than {} (a group linked into itself in a corrupt file?)",
+                            f.path(), root, kMaxGroupDepth));
   for (const std::string& name : h5::children(f, group)) {
     const std::string path = group + "/" + name;
     if (h5::is_group(f, path))
-      datasets_below(f, root, path, out);
+      datasets_below(f, root, path, out, depth + 1);
     else
       out.push_back(path.substr(root.size() + 1));
   }

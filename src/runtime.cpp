@@ -100,11 +100,16 @@ int configure_threads(int requested) {
   return threads;
 }
 
+std::string error_line(const std::string& message) {
+  std::string clean;
+  for (unsigned char c : message)
+    clean += (c < 0x20 || c == 0x7f) ? fmt::format("\\x{:02x}", c) : std::string(1, static_cast<char>(c));
+  return g_world.size > 1 ? fmt::format("burstpool: error on rank {} ({}): {}\n", g_world.rank, g_world.host, clean)
+                          : fmt::format("burstpool: error: {}\n", clean);
+}
+
 void die(const std::string& message, int status) {
-  if (g_world.size > 1)
-    std::fprintf(stderr, "burstpool: error on rank %d (%s): %s\n", g_world.rank, g_world.host.c_str(), message.c_str());
-  else
-    std::fprintf(stderr, "burstpool: error: %s\n", message.c_str());
+  std::fputs(error_line(message).c_str(), stderr);
   std::fflush(stderr);
   if (g_mpi && g_world.size > 1) MPI_Abort(MPI_COMM_WORLD, status);
   finalize_mpi();  // one rank: a clean MPI exit, so Open MPI adds no noise

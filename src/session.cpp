@@ -1,5 +1,6 @@
 #include "burstpool/session.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +30,15 @@ std::unique_ptr<Executor> make_executor(const JobConfig& job, const ModelSpec& s
 }
 
 }  // namespace
+
+ModelSpec load_job_model(const JobConfig& job) {
+  struct stat st {};
+  if (stat(job.model_path.c_str(), &st) != 0)
+    throw Error(fmt::format("{}: [job] model: no file {}", job.file, job.model_path));
+  if (!S_ISREG(st.st_mode))
+    throw Error(fmt::format("{}: [job] model: {} is not a regular file", job.file, job.model_path));
+  return load_model_spec(job.model_path);
+}
 
 JobData load_job_data(const JobConfig& job, const Model& model) {
   JobData d;

@@ -163,7 +163,7 @@ TrainResult train_small_batch(const JobConfig& job) {
   const bool sma = sc.strategy == "sma", shadow = sc.strategy == "shadow", local = sc.strategy == "local-sgd";
   const int b = job.batch_size;
 
-  const ModelSpec spec = load_model_spec(job.model_path);
+  const ModelSpec spec = load_job_model(job);
   r.model = spec.name;
   require_memory(job, spec, Plan{}, MPI_COMM_WORLD);
   std::vector<std::unique_ptr<Learner>> learners;

@@ -155,7 +155,7 @@ TrainResult train(const JobConfig& job) {
   const WorldInfo& w = world();
   TrainResult r = start_result(job);
 
-  const ModelSpec spec = load_model_spec(job.model_path);
+  const ModelSpec spec = load_job_model(job);
   r.model = spec.name;
   const Plan plan = plan_for(job, spec, w.size);
   validate_plan(plan, spec, w.size);

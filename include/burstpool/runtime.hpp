@@ -40,9 +40,12 @@ void sum_over_world(float* values, size_t count);  // in place
 // the node under MPI; else every core. Returns the count used.
 int configure_threads(int requested);
 
-// Prints "burstpool: error: <message>" (with rank and host when there are
-// several ranks) on stderr and ends every rank: MPI_Abort when more than one
-// rank runs, exit(status) otherwise.
+// "burstpool: error: <message>\n", with rank and host when there are several
+// ranks. Control characters from user input (a byte-flipped file name or
+// key) are written as \xNN, so the message stays one line.
+std::string error_line(const std::string& message);
+// Prints error_line(message) on stderr and ends every rank: MPI_Abort when
+// more than one rank runs, exit(status) otherwise.
 [[noreturn]] void die(const std::string& message, int status = 1);
 
 }  // namespace burstpool

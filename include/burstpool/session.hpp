@@ -16,6 +16,10 @@
 
 namespace burstpool {
 
+// The job's model file, read; a missing one is named with the job file and
+// key ("job.ini: [job] model: no file m.ini"), a bad one by its own file and line.
+ModelSpec load_job_model(const JobConfig& job);
+
 struct JobData {
   Dataset train, test;
   bool has_test = false;

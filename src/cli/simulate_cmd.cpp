@@ -5,6 +5,7 @@
 #include "burstpool/error.hpp"
 #include "burstpool/job.hpp"
 #include "burstpool/model_io.hpp"
+#include "burstpool/session.hpp"
 #include "burstpool/simulator.hpp"
 #include "burstpool/json_io.hpp"
 #include "commands.hpp"
@@ -25,7 +26,7 @@ nlohmann::json predict(const SimulateArgs& args, const ModelSpec& spec, const Mo
                        const Simulation& sim, const LinkModel& p2p, const LinkModel& all) {
   if (args.background_profile.empty()) throw Error("--background needs --background-profile");
   JobConfig bg = load_job(args.background);
-  ModelSpec bg_spec = load_model_spec(bg.model_path);
+  ModelSpec bg_spec = load_job_model(bg);
   ModelProfile bg_profile = load_profile(args.background_profile, bg_spec);
   const PackingModel packing = args.packing.empty() ? PackingModel{} : load_packing(args.packing);
   ForegroundRun fg{sim, simulate(spec, profile, data_parallel_plan_within(spec, plan.ranks, plan.global_batch), p2p, all,

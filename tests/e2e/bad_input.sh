@@ -227,10 +227,10 @@ for flag in "--steps -1" "--epochs 0" "--batch-size -1" "--seed -1"; do
 done
 
 # Inputs that are not regular files end in one line, not a spin or a flood of memory.
-expect_error "model that is a device" "/dev/urandom: the INI file is not a regular file" \
+expect_error "model that is a device" "\[job\] model: /dev/urandom is not a regular file" \
   train "$(job_for urandom /dev/urandom)" --steps 1
 ln -s /dev/zero "$work/zero-link.ini"
-expect_error "model linked to /dev/zero" "zero-link\.ini: the INI file is not a regular file" \
+expect_error "model linked to /dev/zero" "\[job\] model: .*zero-link\.ini is not a regular file" \
   train "$(job_for zero "$work/zero-link.ini")" --steps 1
 mkdir -p "$work/zeros"
 ln -s /dev/zero "$work/zeros/train-images-idx3-ubyte"
@@ -240,7 +240,7 @@ mkdir -p "$work/a_plan_folder"
 expect_error "plan that is a folder" "$work/a_plan_folder: the plan file is not a regular file" \
   train "$src/jobs/fashion_mnist_mlp.ini" --plan "$work/a_plan_folder" --steps 1
 mkdir -p "$work/a_model_folder"
-expect_error "model that is a folder" "a_model_folder: the INI file is not a regular file" \
+expect_error "model that is a folder" "\[job\] model: .*a_model_folder is not a regular file" \
   train "$(job_for folder "$work/a_model_folder")" --steps 1
 
 # Runs that cannot fit in memory are refused before anything large is allocated,
