@@ -64,7 +64,7 @@ BackgroundJob::BackgroundJob(const JobConfig& job, MPI_Comm world, ForegroundGat
   int size = 1;
   MPI_Comm_size(comm_, &size);
   const ModelSpec spec = load_job_model(job);
-  session_ = std::make_unique<TrainingSession>(job, spec, data_parallel_plan(spec, size, job.batch_size), comm_);
+  session_ = std::make_unique<TrainingSession>(job, spec, job_data_parallel_plan(job, spec, size), comm_);
   use_job_device(job, session_->exec(), true);  // the least urgent streams; gradients summed by MPI
   MPI_Comm_rank(comm_, &rank_);
   if (job.resume && !job.checkpoint_path.empty())

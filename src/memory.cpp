@@ -190,7 +190,7 @@ MemoryEstimate estimate_job_memory(const JobConfig& job, const ModelSpec& spec, 
     const JobConfig bg = load_job(job.background.job_path);
     const ModelSpec bg_spec = load_job_model(bg);
     MemoryEstimate background =
-        estimate_model_memory(bg_spec, data_parallel_plan(bg_spec, world_size, bg.batch_size), rank, threads, 1);
+        estimate_model_memory(bg_spec, job_data_parallel_plan(bg, bg_spec, world_size), rank, threads, 1);
     background.data = dataset_bytes(bg, build_layer_graph(bg_spec));
     e.add(background.total() >= reference.total() ? background : reference);
   }

@@ -40,6 +40,14 @@ ModelSpec load_job_model(const JobConfig& job) {
   return load_model_spec(job.model_path);
 }
 
+Plan job_data_parallel_plan(const JobConfig& job, const ModelSpec& spec, int ranks) {
+  if (job.batch_size < ranks)
+    throw Error(fmt::format("{}: [train] batch_size: {} is below the {} ranks it is trained on data parallel (each "
+                            "needs at least one sample)",
+                            job.file, job.batch_size, ranks));
+  return data_parallel_plan(spec, ranks, job.batch_size);
+}
+
 JobData load_job_data(const JobConfig& job, const Model& model) {
   JobData d;
   if (job.data_source == "fashion-mnist") {
@@ -61,6 +69,9 @@ JobData load_job_data(const JobConfig& job, const Model& model) {
       d.has_test = true;
     }
   }
+  if (static_cast<size_t>(job.batch_size) > d.train.size())
+    throw Error(fmt::format("{}: [train] batch_size: {} is more than the {} training samples of {}", job.file,
+                            job.batch_size, d.train.size(), d.train.source));
   for (const Dataset* ds : {&d.train, &d.test}) {
     if (ds == &d.test && !d.has_test) continue;
     if (!(ds->sample == model.sample_shape()))

@@ -72,7 +72,7 @@ EvalPoint evaluate(Executor& exec, const Dataset& test, const JobConfig& job) {
 }
 
 Plan plan_for(const JobConfig& job, const ModelSpec& spec, int world_size) {
-  if (job.plan_path.empty()) return data_parallel_plan(spec, world_size, job.batch_size);
+  if (job.plan_path.empty()) return job_data_parallel_plan(job, spec, world_size);
   Plan plan = load_plan(job.plan_path);
   if (plan.global_batch != job.batch_size)
     throw Error(fmt::format("{}: the plan is for global batch {}, the job trains with batch {} (set --batch-size {})",

@@ -20,6 +20,10 @@ namespace burstpool {
 // key ("job.ini: [job] model: no file m.ini"), a bad one by its own file and line.
 ModelSpec load_job_model(const JobConfig& job);
 
+// The job's model data parallel over `ranks` ranks at its batch; a batch
+// smaller than the rank count is refused naming the job file and key.
+Plan job_data_parallel_plan(const JobConfig& job, const ModelSpec& spec, int ranks);
+
 struct JobData {
   Dataset train, test;
   bool has_test = false;

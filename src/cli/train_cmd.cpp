@@ -24,6 +24,11 @@ std::string absolute(const std::string& path) {
   return getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + path : path;
 }
 
+// Counts and seeds: checked as the job file's numbers are, so one line names
+// the flag and the range ("--steps: Value -1 not in range [1 - 2147483647]").
+const CLI::Range kPositive(1LL, 2147483647LL);
+const CLI::Range kNonNegative(0LL, 2147483647LL);
+
 struct TrainArgs {
   std::string job;
   long long steps = -1, epochs = -1, batch = -1, seed = -1;
@@ -37,11 +42,11 @@ Command add_train(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* sub = app.add_subcommand("train", "Train the job a job file describes");
   sub->add_option("job", args->job, "Job file (INI)")->required();
-  sub->add_option("--steps", args->steps, "Training steps (overrides [train] steps)")->check(CLI::PositiveNumber);
-  sub->add_option("--epochs", args->epochs, "Epochs (overrides [train] epochs)")->check(CLI::PositiveNumber);
+  sub->add_option("--steps", args->steps, "Training steps (overrides [train] steps)")->check(kPositive);
+  sub->add_option("--epochs", args->epochs, "Epochs (overrides [train] epochs)")->check(kPositive);
   sub->add_option("--batch-size", args->batch, "Global batch (overrides [train] batch_size)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--seed", args->seed, "Seed (overrides [job] seed)")->check(CLI::NonNegativeNumber);
+      ->check(kPositive);
+  sub->add_option("--seed", args->seed, "Seed (overrides [job] seed)")->check(kNonNegative);
   sub->add_option("--metrics", args->metrics, "Write metrics JSON here (overrides [output] metrics)");
   sub->add_option("--checkpoint", args->checkpoint, "Write an HDF5 checkpoint here (overrides [output] checkpoint)");
   sub->add_option("--plan", args->plan, "Plan file (JSON) with each layer's ranks (overrides [parallel] plan)");

@@ -280,6 +280,11 @@ printf '[job]\nmodel = %s\n[data]\nsource = synthetic\n[train]\nsteps = 50\n[bac
 expect_error "background job with a small-batch strategy" "sma_bg\.ini: \[sync\] strategy: a background job trains with ssgd" \
   train "$work/with_sma_bg.ini"
 
+printf '[job]\nmodel = %s\n[data]\nsource = synthetic\nsynthetic_train_samples = 16\nsynthetic_test_samples = 0\n[train]\nbatch_size = 32\n' \
+  "$src/jobs/models/mlp.ini" >"$work/big_batch.ini"
+expect_error "batch larger than the data set" "big_batch\.ini: \[train\] batch_size: 32 is more than the 16 training samples of synthetic" \
+  train "$work/big_batch.ini" --steps 1
+
 # A dead writer's temporary checkpoint is removed at the start; a live one's is not.
 tiny=$(job_for tiny "$src/jobs/models/mlp.ini")
 touch "$work/c.h5.tmp.999999999" "$work/c.h5.tmp.$$"
@@ -323,6 +328,17 @@ if command -v mpirun >/dev/null; then
     failures=$((failures + 1))
   else
     echo "ok   mpirun -np 2 with a bad job: exit $rc after $(($(date +%s) - start)) s"
+  fi
+  # A background job whose batch cannot be split over the ranks names its file and key.
+  printf '[job]\nmodel = %s\n[data]\nsource = synthetic\n[train]\nbatch_size = 1\n' "$src/jobs/models/mlp.ini" >"$work/bg_batch1.ini"
+  printf '[job]\nmodel = %s\n[data]\nsource = synthetic\n[train]\nsteps = 50\n[background]\njob = bg_batch1.ini\n' \
+    "$src/jobs/models/mlp.ini" >"$work/fg_of_batch1.ini"
+  timeout 60 mpirun -np 2 --oversubscribe "$bin" train "$work/fg_of_batch1.ini" >"$work/out" 2>"$work/err"
+  rc=$?
+  if [[ $rc -eq 1 ]] && grep -q "bg_batch1\.ini: \[train\] batch_size: 1 is below the 2 ranks" "$work/err"; then
+    echo "ok   background batch 1 on 2 ranks: $(grep -m1 bg_batch1 "$work/err")"
+  else
+    echo "FAIL background batch 1 on 2 ranks: exit $rc"; sed 's/^/    /' "$work/err"; failures=$((failures + 1))
   fi
 fi
 
