@@ -9,6 +9,8 @@ scripts/build.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 cd build
 ctest --output-on-failure -j "$(nproc)"
-# The same tests, and a fuzzing run, under AddressSanitizer + UBSan.
 cd ..
+# A build without tests, installed into a temporary prefix and run from there.
+scripts/check-install.sh
+# The same tests, and a fuzzing run, under AddressSanitizer + UBSan.
 scripts/sanitize.sh

@@ -1,5 +1,8 @@
 #include "context.hpp"
 
+#include <nccl.h>
+
+#include "burstpool/version.hpp"
 #include "check.hpp"
 
 namespace burstpool {
@@ -10,6 +13,20 @@ int cuda_device_count() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;  // no driver or no device: no GPU
   return count;
+}
+
+std::string cuda_versions() {
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  int nccl = 0;
+  ncclGetVersion(&nccl);
+  const size_t cudnn = cudnnGetVersion();
+  return fmt::format("CUDA:     runtime {}.{}, driver {}, {} GPU(s) visible\ncuDNN:    {}.{}.{}\nNCCL:     {}.{}.{}",
+                     runtime / 1000, runtime % 1000 / 10,
+                     driver ? fmt::format("{}.{}", driver / 1000, driver % 1000 / 10) : std::string("none"),
+                     cuda_device_count(), cudnn / 10000, cudnn / 100 % 100, cudnn % 100, nccl / 10000,
+                     nccl / 100 % 100, nccl % 100);
 }
 
 unsigned long long cuda_free_bytes(int local_rank) {
