@@ -119,7 +119,7 @@ mpirun -np 2 "$bin" train "$work/job.ini" --checkpoint "$work/reference2.h5" >/d
 mpirun -np 2 "$bin" train "$work/job.ini" --checkpoint "$work/two.h5" >"$work/two.log" 2>&1 &
 launcher=$!
 victim=""
-for _ in $(seq 1 100); do
+for _ in $(seq 1 600); do  # up to a minute: CI machines are loaded
   sleep 0.1
   grep -q "^step 40/" "$work/two.log" 2>/dev/null || continue
   victim=$(pgrep -P "$launcher" -x burstpool | tail -n 1)
