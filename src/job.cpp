@@ -51,6 +51,7 @@ const std::vector<JobKey>& job_schema() {
       {"parallel", "layer_timing", "false", "boolean", "", "Report transfer and allreduce seconds per layer in the metrics; each layer's gradient allreduce then runs on its own, without overlap"},
       {"parallel", "sync_batchnorm", "true", "boolean", "", "Batch-norm statistics over all ranks of a layer (the same result as one rank); false: each rank normalises its own slice, as PyTorch DDP does without SyncBatchNorm, and no reduction runs inside the step (evaluations and checkpoints then use each layer's first rank's running statistics)"},
       {"output", "metrics", "", "path", "", "Metrics JSON written at the end (relative to the working folder); {job_id}, {job} and {ranks} expand to the Slurm job id (or 'local'), the job name and the rank count"},
+      {"output", "log", "", "path", "", "Progress as JSON Lines: one record per progress line and per evaluation (wall seconds, step, epoch, loss, samples/s, learning rate, accuracy), flushed as written and appended to, so a resumed run continues it (docs/jobs.md). Placeholders as for metrics; empty: none"},
       {"output", "checkpoint", "", "path", "", "HDF5 checkpoint, written atomically at the end and at the cadences below; the previous one is kept as <path>.prev. --resume continues from the newer valid one. Placeholders as for metrics"},
       {"output", "checkpoint_every", "0", "steps", "[0, 2147483647]", "Checkpoint cadence in steps; 0: only at the end"},
       {"output", "checkpoint_seconds", "0", "seconds", "[0, 10000000]", "Checkpoint cadence in wall seconds (decided on rank 0); 0: off"},
@@ -296,6 +297,7 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   c.sync_batchnorm = v.boolean("parallel", "sync_batchnorm");
 
   c.metrics_path = v.str("output", "metrics");
+  c.log_path = v.str("output", "log");
   c.checkpoint_path = v.str("output", "checkpoint");
   c.checkpoint_every = v.integer("output", "checkpoint_every");
   c.checkpoint_seconds = v.number("output", "checkpoint_seconds");

@@ -21,6 +21,7 @@
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/memory.hpp"
+#include "burstpool/run_log.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/session.hpp"
@@ -216,6 +217,7 @@ TrainResult train_small_batch(const JobConfig& job) {
       restore_run_history(r, p->history);
     }
   const int64_t first_batches = batches;
+  run_log().record("start", wall(), {{"job", job.name}, {"first_step", iteration}, {"ranks", w.size}});
   AutoTuner tuner(sc, tuning);
 
   std::mutex params_lock;  // shadow: learner 0's parameters, shared with the averaging thread
@@ -385,6 +387,7 @@ TrainResult train_small_batch(const JobConfig& job) {
                    iteration, static_cast<double>(batches) / per_epoch, r.final_loss, rate, lr, learners.size(),
                    eta(static_cast<double>(remaining_batches()) * b / rate));
       std::fflush(stdout);
+      run_log().progress(wall(), iteration, static_cast<double>(batches) / per_epoch, r.final_loss, rate, lr);
       window_loss = 0;
       window_iterations = window_samples = 0;
       window_seconds = 0;

@@ -17,6 +17,7 @@
 #include "burstpool/error.hpp"
 #include "burstpool/model.hpp"
 #include "burstpool/model_io.hpp"
+#include "burstpool/run_log.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/session.hpp"
 #include "burstpool/stop.hpp"
@@ -202,6 +203,7 @@ TrainResult train(const JobConfig& job) {
   auto window_start = Clock::now(), last_checkpoint = Clock::now();
   auto wall = [&] { return r.earlier_wall_seconds + seconds_since(wall_start); };
   StopVote vote(MPI_COMM_WORLD);
+  run_log().record("start", wall(), {{"job", job.name}, {"first_step", first_step}, {"ranks", w.size}});
   for (int64_t step = first_step; step < total; ++step) {
     const auto t0 = Clock::now();
     const double loss = session.forward(step);
@@ -234,6 +236,8 @@ TrainResult train(const JobConfig& job) {
                    session.schedule().at(step), eta((total - step - 1) * job.batch_size / rate),
                    multiplex ? multiplex->progress() : "");
       std::fflush(stdout);
+      run_log().progress(wall(), step + 1, static_cast<double>(step + 1) / per_epoch, r.final_loss, rate,
+                         session.schedule().at(step));
       window_loss = 0;
       window_steps = 0;
       window_start = Clock::now();
@@ -304,6 +308,7 @@ bool record_evaluation(TrainResult& r, const JobConfig& job, const EvalPoint& p,
                             job.file, p.loss, unit, p.step, p.epoch));
   r.evals.push_back(p);
   r.test_accuracy = p.accuracy;
+  run_log().evaluation(wall_seconds, p.step, p.epoch, p.accuracy, p.loss);
   r.eval_seconds += eval_seconds;
   if (chatty)
     fmt::print("eval @ {} {} (epoch {:.2f}): test accuracy {:.4f}, test loss {:.4f}\n", unit, p.step, p.epoch,

@@ -90,7 +90,7 @@ struct JobConfig {
   bool sync_batchnorm = true;       // batch-norm statistics over each layer's group
 
   // [output]
-  std::string metrics_path, checkpoint_path;
+  std::string metrics_path, checkpoint_path, log_path;
   int64_t checkpoint_every = 0;   // steps; 0: only at the end
   double checkpoint_seconds = 0;  // wall seconds; 0: off
 

@@ -9,6 +9,7 @@
 #include "burstpool/json_io.hpp"
 #include "burstpool/outputs.hpp"
 #include "burstpool/error.hpp"
+#include "burstpool/run_log.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/stop.hpp"
 #include "burstpool/trainer.hpp"
@@ -69,10 +70,13 @@ Command add_train(CLI::App& app) {
             job.resume = args->resume;
             job.metrics_path = expand_output_path(job.metrics_path, job.name);
             job.checkpoint_path = expand_output_path(job.checkpoint_path, job.name);
+            job.log_path = expand_output_path(job.log_path, job.name);
             if (world().rank == 0)  // rank 0 writes every output; an error here ends every rank
               for (const std::string& stale : check_outputs({{"[output] metrics", job.metrics_path},
-                                                             {"[output] checkpoint", job.checkpoint_path}}))
+                                                             {"[output] checkpoint", job.checkpoint_path},
+                                                             {"[output] log", job.log_path}}))
                 fmt::print("removed {}, left by a writer that died\n", stale);
+            run_log().open(job.log_path);
             install_stop_handlers();
             TrainResult result = train(job);
             if (!job.metrics_path.empty() && world().rank == 0) {
