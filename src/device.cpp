@@ -47,7 +47,7 @@ std::unique_ptr<DeviceModel> make_device_model(const std::string& device, Model&
 bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }
 unsigned long long cuda_free_bytes(int) { return 0; }
-std::string cuda_versions() { return "CUDA:     not built (no CUDA toolkit with cuDNN and NCCL at configure time)"; }
+nlohmann::json cuda_info() { return {{"built", false}}; }
 std::unique_ptr<DeviceModel> make_cuda_model(Model&, int, const CudaOptions&) {
   choose_device(0, 0);  // throws: no CUDA backend in this build
   return nullptr;

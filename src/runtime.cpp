@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -20,6 +21,7 @@ bool g_mpi = false;
 }  // namespace
 
 WorldInfo init_mpi(int* argc, char*** argv) {
+  for (int i = 0; i < *argc; ++i) g_world.command_line += (i ? " " : "") + std::string((*argv)[i]);
   int provided = 0;
   BP_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   g_mpi = true;
@@ -42,6 +44,26 @@ WorldInfo init_mpi(int* argc, char*** argv) {
     die(fmt::format("MPI provides thread level {}, burstpool needs at least MPI_THREAD_FUNNELED ({})", provided,
                     MPI_THREAD_FUNNELED));
   return g_world;
+}
+
+std::vector<std::pair<std::string, int>> world_hosts() {
+  constexpr int kName = 256;
+  std::vector<char> names(static_cast<size_t>(kName) * g_world.size, 0), mine(kName, 0);
+  g_world.host.copy(mine.data(), kName - 1);
+  if (g_mpi)
+    BP_MPI_CHECK(MPI_Allgather(mine.data(), kName, MPI_CHAR, names.data(), kName, MPI_CHAR, MPI_COMM_WORLD));
+  else
+    names = mine;
+  std::vector<std::pair<std::string, int>> hosts;
+  for (int r = 0; r < g_world.size; ++r) {
+    const std::string name(names.data() + static_cast<size_t>(r) * kName);
+    auto it = std::find_if(hosts.begin(), hosts.end(), [&](const auto& h) { return h.first == name; });
+    if (it == hosts.end())
+      hosts.emplace_back(name, 1);
+    else
+      ++it->second;
+  }
+  return hosts;
 }
 
 void finalize_mpi() {

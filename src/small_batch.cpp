@@ -177,6 +177,7 @@ TrainResult train_small_batch(const JobConfig& job) {
     return &l;
   };
   Learner& first = *new_learner();
+  if (first.exec->device()) r.device = first.exec->device()->describe();
   if (is_hdf5_path(job.model_path) && has_weights(job.model_path)) {
     load_weights(job.model_path, first.model());
     first.sync_device();

@@ -21,6 +21,7 @@
 #include "burstpool/runtime.hpp"
 #include "burstpool/session.hpp"
 #include "burstpool/stop.hpp"
+#include "burstpool/version.hpp"
 #include "multiplex.hpp"
 
 namespace burstpool {
@@ -171,6 +172,7 @@ TrainResult train(const JobConfig& job) {
   const int64_t eval_every = job.eval_every > 0 ? job.eval_every : per_epoch;
   const bool chatty = w.rank == 0;
   use_job_device(job, exec);
+  if (exec.device()) r.device = exec.device()->describe();
   int64_t first_step = 0;
   if (job.resume)
     if (const std::optional<Resumed> from = resume_training(job, model, sgd, MPI_COMM_WORLD)) {
@@ -373,7 +375,18 @@ nlohmann::json metrics_json(const TrainResult& r) {
   nlohmann::json evals = nlohmann::json::array();
   for (const EvalPoint& p : r.evals)
     evals.push_back({{"step", p.step}, {"epoch", p.epoch}, {"test_accuracy", p.accuracy}, {"test_loss", p.loss}});
+  int most_per_node = 0;
+  nlohmann::json hosts = nlohmann::json::array();
+  for (const auto& [host, ranks] : r.hosts) {
+    hosts.push_back({{"host", host}, {"ranks", ranks}});
+    most_per_node = std::max(most_per_node, ranks);
+  }
+  const nlohmann::json run = {{"burstpool", version_info()},   {"command_line", world().command_line},
+                              {"hosts", hosts},                {"ranks", r.ranks},
+                              {"ranks_per_node", most_per_node}, {"threads_per_rank", r.threads},
+                              {"device", r.device},            {"job_id", world().job_id}};
   nlohmann::json out = {{"job", r.job},
+          {"run", run},
           {"model", r.model},
           {"ranks", r.ranks},
           {"threads_per_rank", r.threads},

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace burstpool {
 
@@ -13,7 +15,11 @@ struct WorldInfo {
   int local_size = 1;
   std::string host;
   std::string job_id;   // SLURM_JOB_ID under Slurm, else "local"
+  std::string command_line;  // as launched, for the metrics' record of the run
 };
+
+// Collective: every host of the run with the number of its ranks, in rank order of first appearance.
+std::vector<std::pair<std::string, int>> world_hosts();
 
 // Expands {job_id}, {job} and {ranks} in an output path, so runs under Slurm
 // name their files after the Slurm job.

@@ -65,6 +65,8 @@ struct TrainResult {
   double time_to_target_seconds = NAN, epochs_to_target = NAN;  // training seconds, epochs; NaN: not reached
   double wall_to_target_seconds = NAN;  // wall seconds from the start, loading and evaluations included
   std::string stopped_by;  // the signal that ended training early (include/burstpool/stop.hpp); "": none
+  std::string device = "CPU";  // where the layers ran (DeviceModel::describe)
+  std::vector<std::pair<std::string, int>> hosts;  // each host and its ranks (world_hosts)
   // After --resume: the seconds of the runs before it, included in
   // train_seconds and wall_seconds (restore_run_history).
   double earlier_train_seconds = 0, earlier_wall_seconds = 0;

@@ -1,16 +1,21 @@
 #pragma once
-// What `burstpool --version` prints: the version, the commit it was built
-// from, the build type and architecture flags, the backends, and the versions
-// of the libraries it runs with (as the libraries report them at run time,
-// which is what matters when a cluster module swaps one).
+// What this binary is and what it runs with: the version, the commit it was
+// configured from, the build type and architecture flags, the backends, and
+// the versions of the libraries as they report them at run time (which is
+// what matters when a cluster module swaps one). `burstpool --version`
+// prints it; the metrics' "run" object holds it.
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 namespace burstpool {
 
-std::string version_report();
+nlohmann::json version_info();
+std::string version_report();  // version_info as lines of text
 
-// The CUDA backend's part: runtime, driver, cuDNN and NCCL versions, or why
-// there is none. Defined with the backend (src/cuda), else in src/device.cpp.
-std::string cuda_versions();
+// The CUDA backend's part of version_info: {"built": false} without it, else
+// the runtime, driver, cuDNN and NCCL versions and the GPUs visible.
+// Defined with the backend (src/cuda), else in src/device.cpp.
+nlohmann::json cuda_info();
 
 }  // namespace burstpool

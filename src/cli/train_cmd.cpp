@@ -79,6 +79,7 @@ Command add_train(CLI::App& app) {
             run_log().open(job.log_path);
             install_stop_handlers();
             TrainResult result = train(job);
+            result.hosts = world_hosts();
             if (!job.metrics_path.empty() && world().rank == 0) {
               const nlohmann::json metrics = metrics_json(result);
               const std::string where =

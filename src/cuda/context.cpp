@@ -15,18 +15,19 @@ int cuda_device_count() {
   return count;
 }
 
-std::string cuda_versions() {
-  int runtime = 0, driver = 0;
+nlohmann::json cuda_info() {
+  const auto dotted = [](int v) { return fmt::format("{}.{}", v / 1000, v % 1000 / 10); };
+  int runtime = 0, driver = 0, nccl = 0;
   cudaRuntimeGetVersion(&runtime);
   if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
-  int nccl = 0;
   ncclGetVersion(&nccl);
-  const size_t cudnn = cudnnGetVersion();
-  return fmt::format("CUDA:     runtime {}.{}, driver {}, {} GPU(s) visible\ncuDNN:    {}.{}.{}\nNCCL:     {}.{}.{}",
-                     runtime / 1000, runtime % 1000 / 10,
-                     driver ? fmt::format("{}.{}", driver / 1000, driver % 1000 / 10) : std::string("none"),
-                     cuda_device_count(), cudnn / 10000, cudnn / 100 % 100, cudnn % 100, nccl / 10000,
-                     nccl / 100 % 100, nccl % 100);
+  const size_t cudnn = cudnnGetVersion();  // major * 10000 + minor * 100 + patch, as NCCL's since 2.9
+  return {{"built", true},
+          {"runtime", dotted(runtime)},
+          {"driver", driver ? dotted(driver) : std::string("none")},
+          {"gpus", cuda_device_count()},
+          {"cudnn", fmt::format("{}.{}.{}", cudnn / 10000, cudnn / 100 % 100, cudnn % 100)},
+          {"nccl", fmt::format("{}.{}.{}", nccl / 10000, nccl / 100 % 100, nccl % 100)}};
 }
 
 unsigned long long cuda_free_bytes(int local_rank) {

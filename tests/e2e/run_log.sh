@@ -3,6 +3,7 @@
 # progress line and one evaluation record per evaluation, the last evaluation
 # is the one in the metrics, and --resume appends to the log (both runs'
 # records, in order) instead of overwriting it; on 2 ranks and for sma too.
+# The metrics' "run" object names the version, libraries, hosts and command.
 # Usage: run_log.sh BURSTPOOL_BINARY SOURCE_DIR
 set -u
 source "$(dirname "$0")/lib/harness.sh" "$@"
@@ -45,6 +46,10 @@ last, final = evals[-1], m["evaluations"][-1]
 assert last["step"] == final["step"] and abs(last["accuracy"] - final["test_accuracy"]) < 1e-12 \
     and abs(last["loss"] - final["test_loss"]) < 1e-9, f"last evaluation {last} is not the metrics' {final}"
 assert len(evals) == len(m["evaluations"]), f"{len(evals)} evaluation records, {len(m['evaluations'])} in the metrics"
+run = m["run"]  # the metrics' record of what ran where
+assert run["burstpool"]["version"] and run["burstpool"]["mpi"] and run["burstpool"]["hdf5"], run["burstpool"]
+assert sum(h["ranks"] for h in run["hosts"]) == m["ranks"] == run["ranks"], run["hosts"]
+assert " train " in run["command_line"] and run["device"] == "CPU", run
 print(f"{len(records)} records, {len(progress)} progress, {len(evals)} evaluations, last at step {last['step']}")
 PY
 }
