@@ -72,4 +72,21 @@ if out=$(check_log "$work/two.jsonl" "$work/m3.json" 0 2>&1); then echo "ok   2 
   --set "output.log=$work/sma.jsonl" >"$work/out4" 2>&1 || fail "sma: $(tail -3 "$work/out4")"
 if out=$(check_log "$work/sma.jsonl" "$work/m4.json" 0 2>&1); then echo "ok   sma: $out"; else fail "sma: $out"; fi
 
+# scripts/plot_run.py draws the logs (where a Python with matplotlib is installed).
+python=""
+for candidate in python3 /usr/bin/python3; do
+  "$candidate" -c "import matplotlib" 2>/dev/null && { python=$candidate; break; }
+done
+if [[ -n $python ]]; then
+  "$python" "$src/scripts/plot_run.py" "$work/logged.jsonl" "$work/two.jsonl" "$work/sma.jsonl" --out "$work/runs.png" \
+    >"$work/plot.out" 2>&1 || fail "plot_run.py: $(cat "$work/plot.out")"
+  if [[ $(head -c 8 "$work/runs.png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]]; then
+    echo "ok   plot_run.py: $(cat "$work/plot.out")"
+  else
+    fail "plot_run.py wrote no PNG"
+  fi
+else
+  echo "skip plot_run.py: no Python with matplotlib here"
+fi
+
 finish run_log
