@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <mutex>
 
 #include "burstpool/error.hpp"
 #include "burstpool/files.hpp"
+#include "burstpool/memory.hpp"
 #include "burstpool/runtime.hpp"
 
 namespace burstpool::h5 {
@@ -122,8 +124,19 @@ template <class T>
 std::vector<T> read_numbers(const File& f, const std::string& path, hid_t mem_type, std::vector<hsize_t>* out_dims) {
   std::vector<hsize_t> dims = dims_of(f, path);
   Handle ds = open_dataset(f, path);
-  hsize_t count = 1;
-  for (hsize_t d : dims) count *= d;
+  // A corrupt header can promise any shape: the values must fit in 64 bits
+  // and in the memory this node has free, or the read is refused here
+  // instead of failing to allocate.
+  const uint64_t most = node_memory_available(0, nullptr) / sizeof(T);
+  uint64_t count = 1;
+  for (hsize_t d : dims) {
+    if (d != 0 && count > std::numeric_limits<uint64_t>::max() / d) count = std::numeric_limits<uint64_t>::max();
+    else count *= d;
+  }
+  if (most > 0 && count > most)
+    fail(f, fmt::format("dataset '{}' claims shape {} ({} values), more than the memory free here holds (corrupt "
+                        "file?)",
+                        path, fmt::join(dims, "x"), count));
   std::vector<T> data(count);
   if (count > 0 && H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) < 0)
     fail(f, fmt::format("dataset '{}' could not be read (truncated or corrupt file?)", path));

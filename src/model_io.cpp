@@ -207,12 +207,13 @@ void read_named(const h5::File& f, const std::string& root, const std::vector<Na
     const std::string path = root + "/" + t.path();
     if (!h5::is_floating(f, path))
       throw Error(fmt::format("{}: dataset '{}' is not floating point; weights are stored as float32", f.path(), path));
-    std::vector<hsize_t> dims;
-    std::vector<float> v = h5::read_floats(f, path, &dims);
-    // Trailing 1s may be dropped (a bias stored as (n) or (n, 1)); anything else must match.
+    // Trailing 1s may be dropped (a bias stored as (n) or (n, 1)); anything
+    // else must match, checked before reading (a corrupt shape can be huge).
+    const std::vector<hsize_t> dims = h5::dims_of(f, path);
     if (dims_text(dims) != dims_text(stored_dims(t.value.shape())))
       throw Error(fmt::format("{}: dataset '{}' has shape {}, the model expects {}", f.path(), path, dims_text(dims),
                               dims_text(stored_dims(t.value.shape()))));
+    std::vector<float> v = h5::read_floats(f, path);
     const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
     if (bad != v.end())
       throw Error(fmt::format("{}: dataset '{}' holds a non-finite value ({} at index {})", f.path(), path, *bad,
