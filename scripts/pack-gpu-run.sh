@@ -3,8 +3,8 @@
 # (perf/gpu_check.sh) into gpu-run/:
 # - the CUDA test binary, the layer benchmark, burstpool and h5diff;
 # - lib.tar.xz: the shared libraries they load (found with ldd), except the C
-#   library and the CUDA libraries, which a GPU machine has (the lent machines
-#   carry cuBLAS, cuDNN and NCCL in their Python packages; gpu_check.sh finds
+#   library and the CUDA libraries, which a GPU machine has (machines without a
+#   CUDA install may carry cuBLAS, cuDNN and NCCL in Python packages; gpu_check.sh finds
 #   them there);
 # - mpi-root.tar.xz: Open MPI's launcher, plugins, help texts and settings
 #   (the files of Debian's openmpi-bin, openmpi-common, libopenmpi3, libpmix2,
@@ -31,7 +31,7 @@ machine_own() {  # libraries every Linux machine, or every GPU machine, has
 for bin in "${bins[@]}"; do
   ldd "$bin" | awk '/=> \// {print $3}' | while read -r lib; do machine_own "$lib" || cp -Ln "$lib" gpu-run/lib/; done
 done
-# Compressed, so that it and the build fit the 64 MiB a lent machine's call carries.
+# Compressed, so that it and the build fit a 64 MiB upload to a remote GPU machine.
 tar -C gpu-run -cJf gpu-run/lib.tar.xz lib && rm -rf gpu-run/lib
 cp "${bins[@]}" gpu-run/
 
