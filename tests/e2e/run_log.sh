@@ -8,21 +8,7 @@
 set -u
 source "$(dirname "$0")/lib/harness.sh" "$@"
 
-cat >"$work/job.ini" <<JOB
-[job]
-name = logged
-model = $src/jobs/models/mlp.ini
-[data]
-source = synthetic
-synthetic_train_samples = 512
-synthetic_test_samples = 128
-[train]
-batch_size = 32
-log_every = 4
-eval_every = 8
-[optimizer]
-lr = 0.05
-JOB
+synthetic_job "$work/job.ini" "$src/jobs/models/mlp.ini" "log_every = 4" "eval_every = 8" "[optimizer]" "lr = 0.05"
 
 # check_log LOG METRICS FIRST_STEPS...: the log's records against the metrics;
 # FIRST_STEPS: the first_step of each "start" record, in order.
@@ -57,12 +43,12 @@ PY
 # One run, then a resumed one: the log keeps both.
 "$bin" train "$work/job.ini" --steps 16 --checkpoint "$work/c.h5" --metrics "$work/m1.json" \
   --set "output.log=$work/{job}.jsonl" >"$work/out1" 2>&1 || fail "first run: $(tail -3 "$work/out1")"
-if out=$(check_log "$work/logged.jsonl" "$work/m1.json" 0 2>&1); then echo "ok   one run: $out"; else fail "one run: $out"; fi
-[[ $(grep -c '"event":"progress"' "$work/logged.jsonl") -eq $(grep -c '^step ' "$work/out1") ]] ||
+if out=$(check_log "$work/job.jsonl" "$work/m1.json" 0 2>&1); then echo "ok   one run: $out"; else fail "one run: $out"; fi
+[[ $(grep -c '"event":"progress"' "$work/job.jsonl") -eq $(grep -c '^step ' "$work/out1") ]] ||
   fail "one progress record per progress line"
 "$bin" train "$work/job.ini" --steps 32 --checkpoint "$work/c.h5" --metrics "$work/m2.json" --resume \
   --set "output.log=$work/{job}.jsonl" >"$work/out2" 2>&1 || fail "resumed run: $(tail -3 "$work/out2")"
-if out=$(check_log "$work/logged.jsonl" "$work/m2.json" 0 16 2>&1); then echo "ok   resumed run appends: $out"; else fail "resume: $out"; fi
+if out=$(check_log "$work/job.jsonl" "$work/m2.json" 0 16 2>&1); then echo "ok   resumed run appends: $out"; else fail "resume: $out"; fi
 
 # Two ranks, and the small-batch loop: rank 0 writes every record once.
 mpirun -np 2 --oversubscribe "$bin" train "$work/job.ini" --steps 16 --metrics "$work/m3.json" \
@@ -78,7 +64,7 @@ for candidate in python3 /usr/bin/python3; do
   "$candidate" -c "import matplotlib" 2>/dev/null && { python=$candidate; break; }
 done
 if [[ -n $python ]]; then
-  "$python" "$src/scripts/plot_run.py" "$work/logged.jsonl" "$work/two.jsonl" "$work/sma.jsonl" --out "$work/runs.png" \
+  "$python" "$src/scripts/plot_run.py" "$work/job.jsonl" "$work/two.jsonl" "$work/sma.jsonl" --out "$work/runs.png" \
     >"$work/plot.out" 2>&1 || fail "plot_run.py: $(cat "$work/plot.out")"
   if [[ $(head -c 8 "$work/runs.png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]]; then
     echo "ok   plot_run.py: $(cat "$work/plot.out")"

@@ -9,6 +9,7 @@
 set -u
 bin=$(realpath "$1")
 src=$(realpath "$2")
+source "$src/tests/e2e/lib/jobs.sh"
 for exe in sbatch srun slurmctld slurmd munged; do
   command -v "$exe" >/dev/null || { echo "FAIL: $exe missing (scripts/install-deps.sh installs slurm-wlm and munge)"; exit 1; }
 done
@@ -28,18 +29,7 @@ failures=0
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 
 job_file() {  # job_file NAME STEPS
-  cat >"$work/$1.ini" <<JOB
-[job]
-model = $src/jobs/models/lenet5.ini
-[data]
-source = synthetic
-synthetic_train_samples = 512
-synthetic_test_samples = 128
-[train]
-batch_size = 32
-steps = $2
-log_every = 100
-JOB
+  synthetic_job "$work/$1.ini" "$src/jobs/models/lenet5.ini" "steps = $2" "log_every = 100"
   echo "$work/$1.ini"
 }
 

@@ -3,10 +3,11 @@
 # $bin and $src; one OpenMP thread; Open MPI allowed to run as root, waiting
 # ranks yielding their core; a scratch folder $work removed on exit; a
 # failure count kept by fail() and reported by finish(); h5same; corrupt;
-# background_job.
+# background_job; synthetic_job (lib/jobs.sh).
 # Usage: source "$(dirname "$0")/lib/harness.sh" "$@"
 bin=$(realpath "$1")
 src=$(realpath "$2")
+source "$(dirname "${BASH_SOURCE[0]}")/jobs.sh"
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
