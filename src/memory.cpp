@@ -108,6 +108,10 @@ uint64_t activation_bytes(const LayerGraph& g, const Plan& plan, int i, int capa
   return bytes;
 }
 
+void sort_largest_first(std::vector<LayerBytes>& layers) {
+  std::stable_sort(layers.begin(), layers.end(), [](const LayerBytes& a, const LayerBytes& b) { return a.bytes > b.bytes; });
+}
+
 uint64_t dataset_bytes(const JobConfig& job, const LayerGraph& g) {
   const uint64_t sample = kFloat * g.layers[g.input]->output_shape().per_sample() + sizeof(int32_t);
   return sample * job_sample_count(job);
@@ -123,7 +127,7 @@ void MemoryEstimate::add(const MemoryEstimate& o, uint64_t copies) {
   data += copies * o.data;
   workspace += copies * o.workspace;
   if (copies > 0) layers.insert(layers.end(), o.layers.begin(), o.layers.end());
-  std::stable_sort(layers.begin(), layers.end(), [](const LayerBytes& a, const LayerBytes& b) { return a.bytes > b.bytes; });
+  sort_largest_first(layers);
 }
 
 std::string MemoryEstimate::describe(int largest) const {
@@ -137,9 +141,10 @@ std::string MemoryEstimate::describe(int largest) const {
   return s;
 }
 
-MemoryEstimate estimate_model_memory(const ModelSpec& spec, const Plan& plan, int rank, int threads,
-                                     int optimizer_copies) {
-  const LayerGraph g = build_layer_graph(spec);
+namespace {
+
+// estimate_model_memory on a graph already built.
+MemoryEstimate graph_memory(const LayerGraph& g, const Plan& plan, int rank, int threads, int optimizer_copies) {
   const LayoutBytes layout = layout_bytes(g);
   MemoryEstimate e;
   e.parameters = 2 * layout.params + layout.state;
@@ -159,8 +164,15 @@ MemoryEstimate estimate_model_memory(const ModelSpec& spec, const Plan& plan, in
     }
     if (bytes > 0) e.layers.push_back({layer.name(), bytes});
   }
-  std::stable_sort(e.layers.begin(), e.layers.end(), [](const LayerBytes& a, const LayerBytes& b) { return a.bytes > b.bytes; });
+  sort_largest_first(e.layers);
   return e;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_model_memory(const ModelSpec& spec, const Plan& plan, int rank, int threads,
+                                     int optimizer_copies) {
+  return graph_memory(build_layer_graph(spec), plan, rank, threads, optimizer_copies);
 }
 
 MemoryEstimate estimate_job_memory(const JobConfig& job, const ModelSpec& spec, const Plan& plan, int rank,
@@ -169,13 +181,13 @@ MemoryEstimate estimate_job_memory(const JobConfig& job, const ModelSpec& spec, 
   const LayerGraph g = build_layer_graph(spec);
   e.data = dataset_bytes(job, g);
   if (job.sync.strategy == "ssgd") {
-    e.add(estimate_model_memory(spec, plan, rank, threads, 1));
+    e.add(graph_memory(g, plan, rank, threads, 1));
   } else {
     // Each learner: its replica, SGD velocity and sma momentum; the rank: z,
     // z_prev and the summed corrections (or shadow's averaging copies).
     const int learners =
         job.sync.learners > 0 ? job.sync.learners : job.sync.strategy == "sma" ? job.sync.max_learners : 1;
-    e.add(estimate_model_memory(spec, data_parallel_plan(spec, 1, job.batch_size), 0, threads, 2), learners);
+    e.add(graph_memory(g, data_parallel_plan(spec, 1, job.batch_size), 0, threads, 2), learners);
     e.optimizer += 3 * layout_bytes(g).params;
   }
   if (!job.background.job_path.empty()) {
@@ -183,15 +195,14 @@ MemoryEstimate estimate_job_memory(const JobConfig& job, const ModelSpec& spec, 
     // foreground only) and frees it, then builds the background job.
     MemoryEstimate reference;
     if (!job.plan_path.empty()) {
-      reference = estimate_model_memory(spec, data_parallel_plan_within(spec, world_size, job.batch_size), rank,
-                                        threads, 1);
+      reference = graph_memory(g, data_parallel_plan_within(spec, world_size, job.batch_size), rank, threads, 1);
       reference.data = e.data;
     }
     const JobConfig bg = load_job(job.background.job_path);
     const ModelSpec bg_spec = load_job_model(bg);
-    MemoryEstimate background =
-        estimate_model_memory(bg_spec, job_data_parallel_plan(bg, bg_spec, world_size), rank, threads, 1);
-    background.data = dataset_bytes(bg, build_layer_graph(bg_spec));
+    const LayerGraph bg_graph = build_layer_graph(bg_spec);
+    MemoryEstimate background = graph_memory(bg_graph, job_data_parallel_plan(bg, bg_spec, world_size), rank, threads, 1);
+    background.data = dataset_bytes(bg, bg_graph);
     e.add(background.total() >= reference.total() ? background : reference);
   }
   return e;
