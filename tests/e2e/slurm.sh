@@ -72,12 +72,14 @@ else
 fi
 
 echo "   ($(date +%T))"
-# 3. A strong-scaling sweep: one metrics file per rank count, a table and a plot.
-id=$(sbatch --parsable --wait --ntasks=2 "$src/slurm/sweep.sbatch" "$(job_file sweep 80)")
+# 3. A strong-scaling sweep, each point run twice: one metrics file per run, a
+#    table of medians and a plot.
+id=$(BURSTPOOL_REPEATS=2 sbatch --parsable --wait --ntasks=2 "$src/slurm/sweep.sbatch" "$(job_file sweep 80)")
 sweep="$work/runs/sweep-$id"
-if [[ -f $sweep/ranks-1.json && -f $sweep/ranks-2.json ]] && grep -q "^| 2 |" "$sweep/summary.md" &&
+if [[ -f $sweep/ranks-1-r1.json && -f $sweep/ranks-1-r2.json && -f $sweep/ranks-2-r1.json &&
+  -f $sweep/ranks-2-r2.json ]] && grep -q "^| 2 | 2 |" "$sweep/summary.md" &&
   [[ $(head -c 4 "$sweep/scaling.png" | od -An -c | tr -d ' ') == "211PNG" ]]; then
-  echo "ok   sweep.sbatch: job $id wrote ranks-1/2.json, summary.md and scaling.png"
+  echo "ok   sweep.sbatch: job $id wrote ranks-{1,2}-r{1,2}.json, summary.md and scaling.png"
 else
   fail "sweep job $id"; ls "$sweep"; tail "$work/burstpool-sweep-$id.out"
 fi
