@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Installs, from Debian 12 packages, whatever burstpool needs and is missing.
-# Usage (as root): scripts/install-deps.sh [--perf]   (--perf adds PyTorch, the peer of the benchmarks in perf/)
+# Usage (as root): scripts/install-deps.sh [--perf | --tests]
+#   --perf adds PyTorch, the peer of the benchmarks in perf/;
+#   --tests adds PyTorch and h5py, for the test of scripts/h5_to_torch.py.
 # slurm-wlm and munge serve the local single-node Slurm of the tests (slurm/local-cluster.sh).
 set -euo pipefail
 packages=(build-essential cmake pkg-config git python3
   openmpi-bin libopenmpi-dev libhdf5-dev hdf5-tools libopenblas-dev zlib1g-dev
   libinih-dev libcli11-dev nlohmann-json3-dev libfmt-dev googletest libgtest-dev
   dataset-fashion-mnist slurm-wlm munge python3-matplotlib)
-if [[ ${1:-} == --perf ]]; then packages+=(python3-torch); fi
+case ${1:-} in
+  --perf) packages+=(python3-torch) ;;
+  --tests) packages+=(python3-torch python3-h5py) ;;
+  "") ;;
+  *) echo "usage: scripts/install-deps.sh [--perf | --tests]" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

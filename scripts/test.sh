@@ -3,7 +3,7 @@
 # (unit tests, finite-difference gradient checks, end-to-end CLI tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --tests
 scripts/build.sh
 # Open MPI refuses root without these; tests run ranks as whoever runs them.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
