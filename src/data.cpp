@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 
 #include "../layers/kernels.hpp"
 #include "burstpool/error.hpp"
@@ -100,12 +101,62 @@ void require_finite(const std::vector<float>& v, size_t per_sample, const std::s
                             path, name, *bad, static_cast<size_t>(bad - v.begin()) / std::max<size_t>(1, per_sample)));
 }
 
-void normalise(std::vector<float>& v, float scale, Normalisation norm) {
+void normalise(float* v, size_t count, float scale, Normalisation norm) {
   const float a = scale / norm.std, b = -norm.mean / norm.std;
-  for (float& x : v) x = x * a + b;
+  for (size_t i = 0; i < count; ++i) v[i] = v[i] * a + b;
 }
+void normalise(std::vector<float>& v, float scale, Normalisation norm) { normalise(v.data(), v.size(), scale, norm); }
 
 }  // namespace
+
+class ImageRows {
+ public:
+  ImageRows(std::string path, std::string dataset, size_t per_sample, float scale, Normalisation norm, bool check_finite)
+      : path_(std::move(path)), dataset_(std::move(dataset)), per_(per_sample), scale_(scale), norm_(norm),
+        check_finite_(check_finite) {}
+
+  // The images of samples indices[0..count) into out, in that order. The file
+  // is opened for each read: while an HDF5 file is open its crash note stands
+  // (h5.hpp), and training must not run under it.
+  void read(const uint32_t* indices, int count, float* out) const {
+    if (count <= 0) return;
+    // HDF5 returns a selection in file order: read each sample once, in
+    // order, as runs of consecutive rows, then place them as asked.
+    std::vector<uint32_t> sorted(indices, indices + count);
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    std::vector<h5::Rows> runs;
+    for (uint32_t i : sorted) {
+      if (!runs.empty() && runs.back().first + runs.back().count == i) ++runs.back().count;
+      else runs.push_back({i, 1});
+    }
+    std::vector<float> rows(sorted.size() * per_);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);  // one HDF5 call at a time, whatever the library's build
+      h5::read_float_rows(h5::File::open_read(path_), dataset_, runs, rows.data());
+    }
+    if (check_finite_) {
+      const auto bad = std::find_if(rows.begin(), rows.end(), [](float x) { return !std::isfinite(x); });
+      if (bad != rows.end())
+        throw Error(fmt::format("{}: dataset '{}' holds {} in sample {} (set [data] check_finite = false to skip "
+                                "this check)",
+                                path_, dataset_, *bad, sorted[static_cast<size_t>(bad - rows.begin()) / per_]));
+    }
+    for (int i = 0; i < count; ++i) {
+      const size_t at = std::lower_bound(sorted.begin(), sorted.end(), indices[i]) - sorted.begin();
+      std::memcpy(out + i * per_, rows.data() + at * per_, per_ * sizeof(float));
+    }
+    normalise(out, count * per_, scale_, norm_);
+  }
+
+ private:
+  std::string path_, dataset_;
+  size_t per_;
+  float scale_;
+  Normalisation norm_;
+  bool check_finite_;
+  mutable std::mutex mutex_;
+};
 
 size_t idx_sample_count(const std::string& path) {
   try {
@@ -148,8 +199,19 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path,
   return d;
 }
 
+uint64_t hdf5_image_bytes(const std::string& path, const std::string& dataset) {
+  try {
+    require_regular_file(path, "data");
+    uint64_t bytes = sizeof(float);
+    for (hsize_t d : h5::dims_of(h5::File::open_read(path), dataset)) bytes *= d;
+    return bytes;
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
 Dataset load_hdf5_dataset(const std::string& path, const std::string& images, const std::string& labels,
-                          Normalisation norm, bool check_finite) {
+                          Normalisation norm, bool check_finite, ImageReading reading) {
   h5::File f = h5::File::open_read(path);
   for (const std::string& name : {images, labels}) {
     const std::vector<std::string> missing = h5::missing_virtual_sources(f, name);
@@ -164,24 +226,30 @@ Dataset load_hdf5_dataset(const std::string& path, const std::string& images, co
                             path, images, itype));
   if (ltype.find("int") == std::string::npos)
     throw Error(fmt::format("{}: dataset '{}' is {}; labels must be integers (class indices)", path, labels, ltype));
-  std::vector<hsize_t> idims, ldims;
-  const bool bytes = itype == "uint8";
-  Dataset d;
-  d.source = path;
-  d.images = h5::read_floats(f, images, &idims);
-  std::vector<long long> l = h5::read_int64s(f, labels, &ldims);
+  const std::vector<hsize_t> idims = h5::dims_of(f, images);
   if (idims.size() != 3 && idims.size() != 4)
     throw Error(fmt::format("{}: dataset '{}' must be (N,H,W) or (N,C,H,W), it has {} dimensions", path, images,
                             idims.size()));
+  std::vector<hsize_t> ldims;
+  std::vector<long long> l = h5::read_int64s(f, labels, &ldims);
   if (ldims.size() != 1 || ldims[0] != idims[0])
     throw Error(fmt::format("{}: dataset '{}' must be ({}) to match '{}'", path, labels, idims[0], images));
+  Dataset d;
+  d.source = path;
   if (idims.size() == 3)
     d.sample = {1, 1, static_cast<int>(idims[1]), static_cast<int>(idims[2])};
   else
     d.sample = {1, static_cast<int>(idims[1]), static_cast<int>(idims[2]), static_cast<int>(idims[3])};
-  if (check_finite && !bytes) require_finite(d.images, d.sample.count(), path, images);
-  normalise(d.images, bytes ? 1.0f / 255.0f : 1.0f, norm);
   set_labels(d, l);
+  const bool bytes = itype == "uint8";
+  const float scale = bytes ? 1.0f / 255.0f : 1.0f;
+  if (reading == ImageReading::batches) {
+    d.rows = std::make_shared<ImageRows>(path, images, d.sample.count(), scale, norm, check_finite && !bytes);
+    return d;
+  }
+  d.images = h5::read_floats(f, images);
+  if (check_finite && !bytes) require_finite(d.images, d.sample.count(), path, images);
+  normalise(d.images, scale, norm);
   return d;
 }
 
@@ -236,8 +304,9 @@ const std::vector<uint32_t>& BatchSampler::batch(int64_t step) {
 
 void gather(const Dataset& data, const uint32_t* indices, int count, float* images, int32_t* labels) {
   const size_t per = data.sample.count();
+  if (images && data.rows) data.rows->read(indices, count, images);
   for (int i = 0; i < count; ++i) {
-    if (images) std::memcpy(images + i * per, data.image(indices[i]), per * sizeof(float));
+    if (images && !data.rows) std::memcpy(images + i * per, data.images.data() + indices[i] * per, per * sizeof(float));
     if (labels) labels[i] = data.labels[indices[i]];
   }
 }

@@ -78,6 +78,14 @@ void write_floats(const File& f, const std::string& path, const std::vector<hsiz
 // Reads a numeric dataset converted to float; returns its dims.
 std::vector<float> read_floats(const File& f, const std::string& path, std::vector<hsize_t>* dims = nullptr);
 std::vector<hsize_t> dims_of(const File& f, const std::string& path);
+// Reads runs of whole rows (first index along dimension 0, row count) of a
+// numeric dataset as float, in the order given, into `out` (room for every
+// row's values): one hyperslab selection, one read. Runs must be in
+// increasing order without overlap (HDF5 returns a selection in file order).
+struct Rows {
+  hsize_t first, count;
+};
+void read_float_rows(const File& f, const std::string& path, const std::vector<Rows>& runs, float* out);
 // Whether the dataset's stored type is floating point (any width).
 bool is_floating(const File& f, const std::string& path);
 // The stored type in words ("uint8", "int32", "float64", "string", ...), for messages and checks.

@@ -24,7 +24,8 @@ const std::vector<JobKey>& job_schema() {
       {"data", "test_file", "", "path", "", "hdf5: test file; empty: no evaluation"},
       {"data", "images_dataset", "images", "HDF5 path", "", "hdf5: images dataset, (N,H,W) or (N,C,H,W), uint8 or float"},
       {"data", "labels_dataset", "labels", "HDF5 path", "", "hdf5: labels dataset, (N) integers"},
-      {"data", "check_finite", "true", "boolean", "", "hdf5: refuse float images holding NaN or infinite values at load (one pass over the data; false skips it for very large files)"},
+      {"data", "check_finite", "true", "boolean", "", "hdf5: refuse float images holding NaN or infinite values: at load when read whole (one pass over the data; false skips it for very large files), else as each batch is read"},
+      {"data", "read", "auto", "auto | whole | batches", "", "hdf5: how images are held. whole: every rank reads all of them into memory at the start; batches: only the labels are held, and each rank reads from the file just the samples of each batch it trains on (hyperslabs; the page cache keeps a file that fits in memory there); auto: batches for a file whose images take more than 512 MiB as float32, else whole. Results are the same bit for bit"},
       {"data", "normalize_mean", "0", "pixel value", "[-1e6, 1e6]", "Subtracted after scaling bytes to [0,1]"},
       {"data", "normalize_std", "1", "pixel value", "(0, 1e6]", "Divides after subtracting the mean; > 0"},
       {"data", "synthetic_train_samples", "1024", "samples", "[1, 100000000]", "synthetic: training set size"},
@@ -256,6 +257,7 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   if (c.data_source == "hdf5" && c.train_file.empty()) v.fail("data", "train_file", "required when source = hdf5");
   c.images_dataset = v.str("data", "images_dataset");
   c.check_finite = v.boolean("data", "check_finite");
+  c.data_read = v.choice("data", "read", {"auto", "whole", "batches"});
   c.labels_dataset = v.str("data", "labels_dataset");
   c.norm.mean = v.number("data", "normalize_mean");
   c.norm.std = v.number("data", "normalize_std");

@@ -1,6 +1,7 @@
 #include "burstpool/memory.hpp"
 
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <fstream>
@@ -113,8 +114,7 @@ void sort_largest_first(std::vector<LayerBytes>& layers) {
 }
 
 uint64_t dataset_bytes(const JobConfig& job, const LayerGraph& g) {
-  const uint64_t sample = kFloat * g.layers[g.input]->output_shape().per_sample() + sizeof(int32_t);
-  return sample * job_sample_count(job);
+  return job_data_bytes(job, kFloat * g.layers[g.input]->output_shape().per_sample());
 }
 
 }  // namespace
@@ -206,6 +206,12 @@ MemoryEstimate estimate_job_memory(const JobConfig& job, const ModelSpec& spec, 
     e.add(background.total() >= reference.total() ? background : reference);
   }
   return e;
+}
+
+uint64_t peak_resident_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<uint64_t>(usage.ru_maxrss) * 1024;  // kilobytes on Linux
 }
 
 uint64_t node_memory_available(double limit_gb, std::string* source) {

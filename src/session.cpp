@@ -57,9 +57,11 @@ JobData load_job_data(const JobConfig& job, const Model& model) {
                       job.norm);
     d.has_test = true;
   } else if (job.data_source == "hdf5") {
-    d.train = load_hdf5_dataset(job.train_file, job.images_dataset, job.labels_dataset, job.norm, job.check_finite);
+    d.train = load_hdf5_dataset(job.train_file, job.images_dataset, job.labels_dataset, job.norm, job.check_finite,
+                                image_reading(job, job.train_file));
     if (!job.test_file.empty()) {
-      d.test = load_hdf5_dataset(job.test_file, job.images_dataset, job.labels_dataset, job.norm, job.check_finite);
+      d.test = load_hdf5_dataset(job.test_file, job.images_dataset, job.labels_dataset, job.norm, job.check_finite,
+                                 image_reading(job, job.test_file));
       d.has_test = true;
     }
   } else {
@@ -84,14 +86,27 @@ JobData load_job_data(const JobConfig& job, const Model& model) {
   return d;
 }
 
-size_t job_sample_count(const JobConfig& job) {
+ImageReading image_reading(const JobConfig& job, const std::string& file) {
+  if (job.data_read == "whole") return ImageReading::whole;
+  if (job.data_read == "batches") return ImageReading::batches;
+  return hdf5_image_bytes(file, job.images_dataset) > kWholeReadLimit ? ImageReading::batches : ImageReading::whole;
+}
+
+uint64_t job_data_bytes(const JobConfig& job, uint64_t image_bytes) {
+  const uint64_t sample = image_bytes + sizeof(int32_t);
   if (job.data_source == "fashion-mnist")
-    return idx_sample_count(idx_path(job.data_dir, "train-images-idx3-ubyte")) +
-           idx_sample_count(idx_path(job.data_dir, "t10k-images-idx3-ubyte"));
-  if (job.data_source == "hdf5")
-    return hdf5_sample_count(job.train_file, job.images_dataset) +
-           (job.test_file.empty() ? 0 : hdf5_sample_count(job.test_file, job.images_dataset));
-  return static_cast<size_t>(job.synthetic_train) + static_cast<size_t>(job.synthetic_test);
+    return sample * (idx_sample_count(idx_path(job.data_dir, "train-images-idx3-ubyte")) +
+                     idx_sample_count(idx_path(job.data_dir, "t10k-images-idx3-ubyte")));
+  if (job.data_source == "hdf5") {
+    uint64_t bytes = 0;
+    for (const std::string& file : {job.train_file, job.test_file}) {
+      if (file.empty()) continue;
+      const bool whole = image_reading(job, file) == ImageReading::whole;
+      bytes += (whole ? sample : sizeof(int32_t)) * hdf5_sample_count(file, job.images_dataset);
+    }
+    return bytes;
+  }
+  return sample * (static_cast<uint64_t>(job.synthetic_train) + static_cast<uint64_t>(job.synthetic_test));
 }
 
 void gather_images(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<float>& images) {

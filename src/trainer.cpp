@@ -273,11 +273,16 @@ TrainResult train(const JobConfig& job) {
   r.forward_gflop_per_sample = model.forward_flops_per_sample() / 1e9;
   r.achieved_gflops = 3.0 * r.forward_gflop_per_sample * r.samples_per_second;
   const TimeSplit& t = exec.times();
-  const double mine[4] = {t.compute, t.transfer, t.allreduce,
-                          std::max(0.0, run_seconds - t.compute - t.transfer - t.allreduce)};
-  std::vector<double> all(4 * w.size);
-  BP_MPI_CHECK(MPI_Gather(mine, 4, MPI_DOUBLE, all.data(), 4, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-  for (int k = 0; k < w.size; ++k) r.per_rank.push_back({all[4 * k], all[4 * k + 1], all[4 * k + 2], all[4 * k + 3]});
+  constexpr int kFields = 5;
+  const double mine[kFields] = {t.compute, t.transfer, t.allreduce,
+                                std::max(0.0, run_seconds - t.compute - t.transfer - t.allreduce),
+                                static_cast<double>(peak_resident_bytes())};
+  std::vector<double> all(kFields * w.size);
+  BP_MPI_CHECK(MPI_Gather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  for (int k = 0; k < w.size; ++k) {
+    const double* f = &all[kFields * k];
+    r.per_rank.push_back({f[0], f[1], f[2], f[3], f[4]});
+  }
   if (job.layer_timing) {
     std::vector<double> local, worst(2 * model.size());
     for (const LayerTimes& lt : exec.layer_times()) local.insert(local.end(), {lt.transfer, lt.allreduce});
@@ -365,7 +370,8 @@ nlohmann::json metrics_json(const TrainResult& r) {
                         {"compute_seconds", r.per_rank[k].compute},
                         {"transfer_seconds", r.per_rank[k].transfer},
                         {"allreduce_seconds", r.per_rank[k].allreduce},
-                        {"idle_seconds", r.per_rank[k].idle}});
+                        {"idle_seconds", r.per_rank[k].idle},
+                        {"peak_resident_bytes", r.per_rank[k].peak_resident_bytes}});
   nlohmann::json per_layer = nlohmann::json::array();
   for (const auto& l : r.per_layer)
     per_layer.push_back({{"layer", l.name},

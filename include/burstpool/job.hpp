@@ -66,6 +66,7 @@ struct JobConfig {
   std::string data_dir;
   std::string train_file, test_file, images_dataset, labels_dataset;
   bool check_finite = true;  // [data] check_finite
+  std::string data_read = "auto";  // [data] read: auto | whole | batches (HDF5 images)
   Normalisation norm;
   int synthetic_train = 0, synthetic_test = 0;
 

@@ -65,6 +65,10 @@ MemoryEstimate estimate_job_memory(const JobConfig& job, const ModelSpec& spec, 
 // which, for messages.
 uint64_t node_memory_available(double limit_gb, std::string* source);
 
+// The largest resident memory this process has held so far (getrusage's
+// ru_maxrss), in bytes: reported per rank in the metrics.
+uint64_t peak_resident_bytes();
+
 // Collective over `comm`. Sums the job's estimate over the ranks on each node
 // and refuses (Error naming the job file) a run whose node total exceeds
 // node_memory_available, or, on a GPU, whose ranks sharing a device exceed

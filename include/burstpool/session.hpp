@@ -31,9 +31,16 @@ struct JobData {
 // The job's training (and test) data, checked against the model's sample shape and classes.
 JobData load_job_data(const JobConfig& job, const Model& model);
 
-// Samples the job's data holds (training and test), read from headers or
-// the job's settings without loading them; unreadable files count 0.
-size_t job_sample_count(const JobConfig& job);
+// How an HDF5 data file's images are held ([data] read): auto reads per
+// batch when the images take more than kWholeReadLimit as float32.
+constexpr uint64_t kWholeReadLimit = uint64_t{512} << 20;
+ImageReading image_reading(const JobConfig& job, const std::string& file);
+
+// Bytes the job's data will hold in memory (training and test), from headers
+// or the job's settings without loading it: per sample `image_bytes` (the
+// model's input as float32) and a 4-byte label, or the label alone for an
+// HDF5 file read per batch. Unreadable files count 0.
+uint64_t job_data_bytes(const JobConfig& job, uint64_t image_bytes);
 
 // Images (or labels) of batch positions [slice.offset, slice.end()); indices give the batch.
 void gather_images(const Dataset& data, const uint32_t* indices, Slice slice, std::vector<float>& images);

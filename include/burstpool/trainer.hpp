@@ -30,6 +30,7 @@ struct EvalPoint {
 
 struct RankTimes {
   double compute = 0, transfer = 0, allreduce = 0, idle = 0;  // seconds in training steps
+  double peak_resident_bytes = 0;  // the rank's largest resident memory (peak_resident_bytes())
 };
 
 struct TrainResult {

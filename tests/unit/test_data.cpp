@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <set>
 
@@ -93,12 +94,16 @@ TEST(Hdf5Dataset, ReadsBytesAndLabels) {
 
 // Writes a file with an images dataset (n x 4 values of `itype`) and a labels
 // dataset (n values of `ltype`), both from doubles.
+// With `chunked`, images are stored in compressed chunks of 3 samples.
 void write_set(const std::string& path, hid_t itype, const std::vector<double>& pixels, hid_t ltype,
-               const std::vector<double>& labels) {
+               const std::vector<double>& labels, bool chunked = false) {
   hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  hsize_t idims[3] = {labels.size(), 2, 2}, ldims[1] = {labels.size()};
+  hsize_t idims[3] = {labels.size(), 2, 2}, ldims[1] = {labels.size()}, chunk[3] = {3, 2, 2};
   hid_t s1 = H5Screate_simple(3, idims, nullptr), s2 = H5Screate_simple(1, ldims, nullptr);
-  hid_t d1 = H5Dcreate2(f, "images", itype, s1, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  if (chunked) H5Pset_chunk(dcpl, 3, chunk), H5Pset_deflate(dcpl, 4);
+  hid_t d1 = H5Dcreate2(f, "images", itype, s1, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  H5Pclose(dcpl);
   hid_t d2 = H5Dcreate2(f, "labels", ltype, s2, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   H5Dwrite(d1, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, pixels.data());
   H5Dwrite(d2, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data());
@@ -139,6 +144,61 @@ TEST(Hdf5Dataset, RefusesWhatWouldTrainWrongly) {
   EXPECT_EQ(load_error(path),
             ": dataset 'images' holds nan in sample 1 (set [data] check_finite = false to skip this check)");
   EXPECT_EQ(load_error(path, false), "no error") << "the check can be skipped for very large files";
+  std::remove(path.c_str());
+}
+
+// Read per batch, any samples in any order (repeats included) come out as the
+// whole read's floats, bit for bit, for bytes (scaled), float32 and float64
+// alike, stored contiguous (read with pread) or in compressed chunks (read
+// through HDF5), normalised the same way; only the labels are held.
+TEST(Hdf5Dataset, BatchReadsEqualTheWholeRead) {
+  const std::string path = temp_path("rows.h5");
+  const int n = 37;
+  std::vector<double> labels(n), pixels(n * 4);
+  for (int i = 0; i < n; ++i) labels[i] = i % 5;
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<double>((i * 37) % 256);
+  const Normalisation norm{0.2860f, 0.3530f};
+  for (const auto& [type, chunked] : {std::pair{H5T_STD_U8LE, false}, std::pair{H5T_IEEE_F32LE, false},
+                                       std::pair{H5T_IEEE_F64LE, false}, std::pair{H5T_STD_U8LE, true}}) {
+    write_set(path, type, pixels, H5T_STD_I32LE, labels, chunked);
+    const Dataset whole = load_hdf5_dataset(path, "images", "labels", norm);
+    const Dataset rows = load_hdf5_dataset(path, "images", "labels", norm, true, ImageReading::batches);
+    EXPECT_TRUE(rows.images.empty()) << "per-batch reading holds no images";
+    EXPECT_EQ(rows.labels, whole.labels);
+    EXPECT_EQ(rows.classes, 5);
+    ASSERT_EQ(rows.sample, whole.sample);
+    const std::vector<uint32_t> idx = {36, 0, 5, 6, 7, 2, 5, 35, 1};  // runs, gaps, a repeat, both ends
+    const int k = static_cast<int>(idx.size());
+    std::vector<float> a(k * 4), b(k * 4);
+    std::vector<int32_t> la(k), lb(k);
+    gather(whole, idx.data(), k, a.data(), la.data());
+    gather(rows, idx.data(), k, b.data(), lb.data());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "type " << type << " chunked "
+                                                                              << chunked;
+    EXPECT_EQ(la, lb);
+  }
+  std::remove(path.c_str());
+}
+
+// Read per batch, a NaN is refused when its sample is first drawn, naming it.
+TEST(Hdf5Dataset, BatchReadsRefuseNaNWhenDrawn) {
+  const std::string path = temp_path("rows_nan.h5");
+  std::vector<double> px(12, 0.5);
+  px[9] = NAN;  // sample 2
+  write_set(path, H5T_IEEE_F32LE, px, H5T_STD_I32LE, {0, 1, 0});
+  const Dataset d = load_hdf5_dataset(path, "images", "labels", {}, true, ImageReading::batches);
+  std::vector<float> out(8);
+  const uint32_t clean[2] = {1, 0}, bad[2] = {0, 2};
+  EXPECT_NO_THROW(gather(d, clean, 2, out.data(), nullptr));
+  try {
+    gather(d, bad, 2, out.data(), nullptr);
+    ADD_FAILURE() << "a NaN sample was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": dataset 'images' holds nan in sample 2 (set [data] check_finite = "
+                                            "false to skip this check)");
+  }
+  const Dataset unchecked = load_hdf5_dataset(path, "images", "labels", {}, false, ImageReading::batches);
+  EXPECT_NO_THROW(gather(unchecked, bad, 2, out.data(), nullptr));
   std::remove(path.c_str());
 }
 
