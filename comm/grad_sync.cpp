@@ -4,6 +4,7 @@
 
 #include "burstpool/error.hpp"
 #include "burstpool/runtime.hpp"
+#include "burstpool/trace.hpp"
 #include "wait.hpp"
 
 namespace burstpool {
@@ -26,7 +27,14 @@ void GradientSync::layer_ready(size_t offset, size_t count, const Communicator& 
 
 void GradientSync::flush(Bucket& bucket) {
   if (bucket.hi == bucket.lo) return;
+  const auto t0 = std::chrono::steady_clock::now();
   reducer_->start(grads_ + bucket.lo, bucket.hi - bucket.lo, *bucket.group);
+  // Started here, summed while backward goes on; finish() shows the wait.
+  if (traced_ && tracer().active())
+    tracer().span(Track::gradient_sync,
+                  fmt::format("start allreduce bucket: {:.1f} KiB over {} ranks",
+                              (bucket.hi - bucket.lo) * sizeof(float) / 1024.0, bucket.group->size()),
+                  t0, false);
   ++started_;
   bucket.lo = bucket.hi = 0;
 }

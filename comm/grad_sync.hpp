@@ -63,6 +63,8 @@ class GradientSync {
   // Starts the last bucket and waits for every reduction; returns seconds spent waiting here.
   double finish();
   int buckets_started() const { return started_; }
+  // Record each bucket's start in the process's trace (burstpool/trace.hpp).
+  void set_traced(bool on) { traced_ = on; }
 
  private:
   struct Bucket {
@@ -77,6 +79,7 @@ class GradientSync {
   std::map<RankSet, Bucket> open_;  // by rank set: one order on every rank
   int started_ = 0;
   WaitSite site_;  // finish() waits at the same point every step
+  bool traced_ = false;
 };
 
 }  // namespace burstpool

@@ -14,7 +14,12 @@ of the same OpenBLAS (perf/sgemm_rate.cpp).
 (both peers), letting OpenBLAS pick its kernel for this CPU; the report names
 the kernel in use either way.
 
+--baseline DIR adds a second burstpool build (a previous commit, say) to
+every round, beside the first: the table gains the ratio of their medians,
+for showing that a change costs nothing. --skip-pytorch leaves PyTorch out.
+
 Usage: perf/single_thread.py [--build build] [--rounds 5] [--out perf/results/single_thread]
+                             [--baseline OTHER_BUILD] [--skip-pytorch]
 """
 import argparse
 import json
@@ -57,6 +62,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--blas-autodetect", action="store_true")
     ap.add_argument("--out", default=os.path.join(ROOT, "perf/results/single_thread"))
+    ap.add_argument("--baseline", default="", help="another burstpool build folder, run beside --build each round")
+    ap.add_argument("--baseline-label", default="", help="what the baseline build is, for the report")
+    ap.add_argument("--skip-pytorch", action="store_true")
     args = ap.parse_args()
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     if args.blas_autodetect:
@@ -71,28 +79,41 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for model, steps in STEPS.items():
-            bp, torch, gflops = [], [], []
+            bp, torch, gflops, base = [], [], [], []
             for r in range(args.rounds):
                 rate, gf = burstpool_rate(args.build, model, steps, env, tmp)
                 bp.append(rate)
                 gflops.append(gf)
-                torch.append(torch_rate(model, steps, env))
-                print(f"{model} round {r + 1}: burstpool {rate:.0f}/s, pytorch {torch[-1]:.0f}/s", flush=True)
-            row = {"model": model, "steps": steps, "burstpool_samples_per_second": statistics.median(bp),
-                   "pytorch_samples_per_second": statistics.median(torch),
-                   "burstpool_gflops": statistics.median(gflops), "burstpool_runs": bp, "pytorch_runs": torch}
+                if args.baseline:
+                    base.append(burstpool_rate(args.baseline, model, steps, env, tmp)[0])
+                if not args.skip_pytorch:
+                    torch.append(torch_rate(model, steps, env))
+                print(f"{model} round {r + 1}: burstpool {rate:.0f}/s"
+                      + (f", baseline {base[-1]:.0f}/s" if base else "")
+                      + (f", pytorch {torch[-1]:.0f}/s" if torch else ""), flush=True)
+            median = lambda runs: statistics.median(runs) if runs else float("nan")
+            row = {"model": model, "steps": steps, "burstpool_samples_per_second": median(bp),
+                   "pytorch_samples_per_second": median(torch), "baseline_samples_per_second": median(base),
+                   "burstpool_gflops": median(gflops), "burstpool_runs": bp, "pytorch_runs": torch,
+                   "baseline_runs": base}
             row["ratio"] = row["burstpool_samples_per_second"] / row["pytorch_samples_per_second"]
+            row["vs_baseline"] = row["burstpool_samples_per_second"] / row["baseline_samples_per_second"]
             rows.append(row)
     result = {"openblas_kernel": kernel, "sgemm_gflops_single_thread": sgemm_rate, "rounds": args.rounds,
-              "batch": 64, "blas_autodetect": args.blas_autodetect, "models": rows}
+              "batch": 64, "blas_autodetect": args.blas_autodetect, "baseline": args.baseline_label or args.baseline,
+              "models": rows}
     lines = [f"Single-thread training, batch 64, synthetic data, median of {args.rounds} alternating rounds.",
              f"OpenBLAS kernel: {kernel}; single-thread SGEMM (512^3): {sgemm_rate:.1f} GFLOP/s.", "",
-             "| model | steps | burstpool samples/s | PyTorch samples/s | ratio | burstpool GFLOP/s | % of SGEMM |",
-             "|---|---|---|---|---|---|---|"]
+             "| model | steps | burstpool samples/s | PyTorch samples/s | ratio | burstpool GFLOP/s | % of SGEMM |"
+             + (" baseline samples/s | against baseline |" if args.baseline else ""),
+             "|---|---|---|---|---|---|---|" + ("---|---|" if args.baseline else "")]
     for r in rows:
         lines.append(f"| {r['model']} | {r['steps']} | {r['burstpool_samples_per_second']:.0f} | "
                      f"{r['pytorch_samples_per_second']:.0f} | {r['ratio']:.2f} | {r['burstpool_gflops']:.1f} | "
-                     f"{100 * r['burstpool_gflops'] / sgemm_rate:.0f}% |")
+                     f"{100 * r['burstpool_gflops'] / sgemm_rate:.0f}% |"
+                     + (f" {r['baseline_samples_per_second']:.0f} | {r['vs_baseline']:.3f} |" if args.baseline else ""))
+    if args.baseline:
+        lines += ["", f"Baseline: {args.baseline_label or args.baseline}, run beside it in every round."]
     text = "\n".join(lines) + "\n"
     print(text)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

@@ -13,6 +13,7 @@
 #include "../comm/wait.hpp"
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/error.hpp"
+#include "burstpool/trace.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/session.hpp"
 #include "burstpool/runtime.hpp"
@@ -104,6 +105,7 @@ BackgroundJob::~BackgroundJob() {
 bool BackgroundJob::run_step(bool stop_wanted) {
   TrainingSession& s = *session_;
   const int64_t step = step_.load();
+  const auto t0 = std::chrono::steady_clock::now();
   const double loss = s.forward(step);
   // A member, not a local: if this step throws, the reduction may still write into it later.
   double* agree = agree_;
@@ -121,6 +123,8 @@ bool BackgroundJob::run_step(bool stop_wanted) {
   if (agree[1] > 0) throw Diverged(fmt::format("background training loss became non-finite at step {}", step));
   if (agree[0] > 0) return false;
   s.apply(step);
+  // Its gate pieces interleave with the foreground's layers: one event per step.
+  tracer().span(Track::background, fmt::format("background step {}", step), t0, false);
   if (std::isnan(report_.first_loss)) report_.first_loss = agree[2];
   report_.last_loss = agree[2];
   last_loss_.store(agree[2]);

@@ -8,12 +8,14 @@
 #include "../comm/slice_mover.hpp"
 #include "../comm/wait.hpp"
 #include "burstpool/error.hpp"
+#include "burstpool/trace.hpp"
 #include "burstpool/runtime.hpp"
 
 namespace burstpool {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using Seconds = std::chrono::duration<double>;
 
 // Point-to-point tags: one per (layer, input slot, direction).
 constexpr int kMaxSlots = 64;
@@ -136,7 +138,9 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
     const auto t0 = Clock::now();
     const double loss = device_->forward(count, images, labels, ctx);
     if (!base.training) device_->logits(m.activation(m.logits_layer()).data());  // evaluation reads them
-    times_.compute += seconds_since(t0) - reduce_seconds;
+    const auto t1 = Clock::now();
+    if (traced()) tracer().span(Track::main, "forward (every layer, on the device)", t0, t1, true);
+    times_.compute += Seconds(t1 - t0).count() - reduce_seconds;
     times_.allreduce += reduce_seconds;
     return loss;
   }
@@ -155,7 +159,7 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
     if (!holds(i) || i == m.input_layer()) continue;
     if (device_) {
       if (m.layer_batch(i) == 0 && !base.training) continue;  // evaluation sums nothing over the group
-      timed_layer(i, base, [&](const Context& ctx) { device_->forward_layer(i, ctx); });
+      timed_layer(i, "forward", base, [&](const Context& ctx) { device_->forward_layer(i, ctx); });
       if (i == m.loss_layer()) loss = device_->loss();
       if (i == m.logits_layer() && !base.training)  // evaluation reads them
         device_->copy_out(DeviceModel::Buffer::activation, i, 0, m.activation(i).data(), m.activation(i).size());
@@ -182,15 +186,24 @@ void Executor::forward_on_cpu(int i, const Context& base) {
     }
   }
   if (before_layer_) before_layer_();
-  timed_layer(i, base, [&](const Context& ctx) { m.layer(i).forward(in, m.activation(i), ctx); });
+  timed_layer(i, "forward", base, [&](const Context& ctx) { m.layer(i).forward(in, m.activation(i), ctx); });
 }
 
-void Executor::timed_layer(int i, const Context& base, const std::function<void(const Context&)>& run) {
+void Executor::set_traced(bool on) {
+  traced_ = on;
+  sync_->set_traced(on);
+}
+bool Executor::traced() const { return traced_ && tracer().active(); }
+
+void Executor::timed_layer(int i, const char* pass, const Context& base,
+                           const std::function<void(const Context&)>& run) {
   double reduce_seconds = 0;
   const Context ctx = layer_context(i, base, &reduce_seconds);
   const auto t0 = Clock::now();
   run(ctx);
-  times_.compute += seconds_since(t0) - reduce_seconds;
+  const auto t1 = Clock::now();
+  if (traced()) tracer().span(Track::main, fmt::format("{} {}", pass, model_->layer(i).name()), t0, t1, true);
+  times_.compute += Seconds(t1 - t0).count() - reduce_seconds;
   times_.allreduce += reduce_seconds;
   layer_times_[i].allreduce += reduce_seconds;
 }
@@ -203,8 +216,10 @@ void Executor::backward(const Context& base) {
     const Context ctx = layer_context(m.input_layer(), base, &reduce_seconds);
     const auto t0 = Clock::now();
     device_->backward(ctx);  // and the gradient sums
+    const auto t1 = Clock::now();
+    if (traced()) tracer().span(Track::main, "backward and gradient sums (every layer, on the device)", t0, t1, true);
     reduce_seconds += device_reduce_seconds_;
-    times_.compute += seconds_since(t0) - reduce_seconds;
+    times_.compute += Seconds(t1 - t0).count() - reduce_seconds;
     times_.allreduce += reduce_seconds;
     return;
   }
@@ -217,7 +232,7 @@ void Executor::backward(const Context& base) {
       const auto [offset, count] = m.param_range(i);
       const Communicator& group = groups_->group(sets_[i]);
       if (device_) {
-        timed_layer(i, base, [&](const Context& ctx) { device_->backward_layer(i, ctx); });
+        timed_layer(i, "backward", base, [&](const Context& ctx) { device_->backward_layer(i, ctx); });
         if (staged() && count > 0 && group.size() > 1)
           device_->copy_out(DeviceModel::Buffer::parameter_gradient, i, 0, m.grads().data() + offset, count);
       } else {
@@ -225,7 +240,11 @@ void Executor::backward(const Context& base) {
       }
       sync_->layer_ready(offset, count, group);
       if (per_layer_allreduce_) {
-        const double waited = sync_->finish();
+        const auto w0 = Clock::now();
+        sync_->finish();
+        const auto w1 = Clock::now();
+        if (traced()) tracer().span(Track::gradient_sync, "allreduce " + m.layer(i).name(), w0, w1, true);
+        const double waited = Seconds(w1 - w0).count();
         times_.allreduce += waited;
         layer_times_[i].allreduce += waited;
       }
@@ -233,11 +252,18 @@ void Executor::backward(const Context& base) {
     exchange_input_gradients(i);
     const auto t1 = Clock::now();
     sync_->progress();
-    times_.allreduce += seconds_since(t1);
+    const auto t2 = Clock::now();
+    if (traced()) tracer().span(Track::gradient_sync, "allreduce progress", t1, t2, true);
+    times_.allreduce += Seconds(t2 - t1).count();
   }
   const int before = sync_->buckets_started();
   if (reduce_flag_) reduce_flag_->store(true);
-  times_.allreduce += sync_->finish();
+  // Starting the last buckets and waiting for all: gradient sync time.
+  const auto t2 = Clock::now();
+  sync_->finish();
+  const auto t3 = Clock::now();
+  if (traced()) tracer().span(Track::gradient_sync, "allreduce wait (the step's last buckets)", t2, t3, true);
+  times_.allreduce += Seconds(t3 - t2).count();
   if (reduce_flag_) reduce_flag_->store(false);
   buckets_ = sync_->buckets_started() - before;
   if (staged())
@@ -275,7 +301,8 @@ void Executor::backward_on_cpu(int i, const Context& base) {
   }
   if (before_layer_) before_layer_();
   const Tensor& dout = i == m.loss_layer() ? m.loss_seed() : m.gradient(i);
-  timed_layer(i, base, [&](const Context& ctx) { m.layer(i).backward(in, m.activation(i), dout, slots, ctx); });
+  timed_layer(i, "backward", base,
+              [&](const Context& ctx) { m.layer(i).backward(in, m.activation(i), dout, slots, ctx); });
 }
 
 // Device path of burst plans: slices move between ranks through the host
@@ -401,8 +428,17 @@ void Executor::queue_exchange(int layer, int slot, bool backward) {
     else
       mover.receive(dst, n, backward ? piece.to : piece.from, tag, accumulate);
   }
-  times_.transfer += seconds_since(t0);
-  layer_times_[layer].transfer += seconds_since(t0);
+  transfer_done(layer, t0, backward ? "send gradients of" : "send inputs of", slot);
+}
+
+void Executor::transfer_done(int layer, Clock::time_point t0, const char* what, int slot) {
+  const auto t1 = Clock::now();
+  if (traced())
+    tracer().span(Track::transfers,
+                  fmt::format("{} {}{}", what, model_->layer(layer).name(), slot < 0 ? "" : fmt::format(" slot {}", slot)),
+                  t0, t1, true);
+  times_.transfer += Seconds(t1 - t0).count();
+  layer_times_[layer].transfer += Seconds(t1 - t0).count();
 }
 
 // Moves every piece queued for `layer` in this direction; `first_slot` names
@@ -410,8 +446,7 @@ void Executor::queue_exchange(int layer, int slot, bool backward) {
 void Executor::finish_exchanges(int layer, int first_slot, bool backward) {
   const auto t0 = Clock::now();
   mover_->finish(&wait_sites_[layer][2 * first_slot + (backward ? 1 : 0)]);
-  times_.transfer += seconds_since(t0);
-  layer_times_[layer].transfer += seconds_since(t0);
+  transfer_done(layer, t0, backward ? "wait for gradients of" : "wait for inputs of", -1);
 }
 
 void Executor::share_from_owners(float* flat, size_t size, bool state_layout) {

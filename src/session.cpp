@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "burstpool/error.hpp"
+#include "burstpool/trace.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/model_io.hpp"
 
@@ -143,8 +144,11 @@ TrainingSession::TrainingSession(const JobConfig& job, const ModelSpec& spec, co
 double TrainingSession::forward(int64_t step) {
   const int batch = job_.batch_size;
   const auto& idx = sampler_.batch(step);
+  const auto t0 = std::chrono::steady_clock::now();
   gather_images(data_.train, idx.data(), exec_->input_slice(batch), images_);
   gather_labels(data_.train, idx.data(), exec_->loss_slice(batch), labels_);
+  // Not counted as compute: the read shows inside the step's idle time.
+  if (exec_->traced() && exec_->input_slice(batch).count > 0) tracer().span(Track::main, "read batch", t0, false);
   ctx_.step = step;
   return exec_->forward(batch, images_.data(), labels_.data(), ctx_);
 }
@@ -157,7 +161,9 @@ void TrainingSession::apply(int64_t step) {
     device->sgd_step(schedule_.at(step), job_.sgd, exec_->held_param_ranges());
   else
     sgd_->step(schedule_.at(step), exec_->held_param_ranges());
-  exec_->times().compute += seconds_since(t0);
+  const auto t1 = std::chrono::steady_clock::now();
+  if (exec_->traced()) tracer().span(Track::main, "sgd update", t0, t1, true);
+  exec_->times().compute += std::chrono::duration<double>(t1 - t0).count();
 }
 
 void use_job_device(const JobConfig& job, Executor& exec, bool background) {

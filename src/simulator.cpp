@@ -10,7 +10,7 @@
 namespace burstpool {
 
 Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
-                    const LinkModel& allreduce, int cores) {
+                    const LinkModel& allreduce, int cores, bool timeline) {
   validate_plan(plan, spec, plan.ranks);
   const int R = plan.ranks, B = plan.global_batch;
   const std::vector<int> order = spec.topological_order();
@@ -26,7 +26,11 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
 
   auto message = [&](double bytes) { return p2p.latency_s + bytes / p2p.bandwidth_bytes_per_s; };
   // Pieces of an edge complete when both sides are ready; each side then waits for all of its pieces.
-  auto exchange = [&](const RankSet& from, const RankSet& to, double bytes_per_sample) {
+  std::vector<TraceEvent> events;
+  auto event = [&](int r, Track track, const auto& name, double from, double to, bool is_busy) {
+    if (timeline && to > from) events.push_back({r, track, std::string(name()), from, to - from, is_busy});
+  };
+  auto exchange = [&](const RankSet& from, const RankSet& to, double bytes_per_sample, const std::string& what) {
     std::vector<double> done = clock;
     for (const Piece& piece : overlap_pieces(from, to, B)) {
       if (piece.from == piece.to) continue;
@@ -34,13 +38,17 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
       done[piece.from] = std::max(done[piece.from], end);
       done[piece.to] = std::max(done[piece.to], end);
     }
+    for (int r = 0; r < R; ++r) event(r, Track::transfers, [&] { return what; }, clock[r], done[r], true);
     clock = done;
   };
   auto group_wait = [&](const RankSet& set) {  // a blocking reduction of a few values (batch norm)
     if (set.size() < 2) return;
     double t = 0;
     for (int r : set) t = std::max(t, clock[r]);
-    for (int r : set) clock[r] = t + allreduce.latency_s;
+    for (int r : set) {
+      event(r, Track::gradient_sync, [] { return "batch-norm sums"; }, clock[r], t + allreduce.latency_s, true);
+      clock[r] = t + allreduce.latency_s;
+    }
   };
   // How many of the set's ranks are placed on rank r's core (rank r on core r mod cores).
   auto sharing = [&](const RankSet& set, int r) {
@@ -52,6 +60,8 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
     for (int r : set) {
       const int count = Plan::slice_of(set, r, B).count;
       const double s = sharing(set, r) * profile.seconds(ms, count);
+      event(r, Track::main, [&] { return fmt::format("{} {}", forward ? "forward" : "backward", lp.name); }, clock[r],
+            clock[r] + s, true);
       clock[r] += s;
       busy[r] += s;
       slack[r] += s * (1.0 - utilisation(profile, ms, count));
@@ -63,7 +73,7 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
     const RankSet& set = plan.ranks_of(l.name);
     for (const std::string& in : l.inputs) {
       const RankSet& from = plan.ranks_of(in);
-      if (from != set) exchange(from, set, layer_profile(in)->activation_bytes_per_sample);
+      if (from != set) exchange(from, set, layer_profile(in)->activation_bytes_per_sample, "inputs of " + l.name);
     }
     compute(set, *layer_profile(l.name), true);
     if (l.type == "batchnorm2d") group_wait(set);
@@ -80,11 +90,15 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
       const double n = static_cast<double>(set.size());
       const double end = start + allreduce.latency_s + 2 * (n - 1) / n * lp.parameter_bytes / allreduce.bandwidth_bytes_per_s;
       group_free[set] = end;
-      for (int r : set) reduced[r] = std::max(reduced[r], end);
+      for (int r : set) {
+        reduced[r] = std::max(reduced[r], end);
+        event(r, Track::gradient_sync, [&] { return "allreduce " + l.name; }, start, end, false);
+      }
     }
     for (const std::string& in : l.inputs) {
       const RankSet& to = plan.ranks_of(in);
-      if (to != set && spec.layers[spec.find(in)].type != "input") exchange(set, to, layer_profile(in)->activation_bytes_per_sample);
+      if (to != set && spec.layers[spec.find(in)].type != "input")
+        exchange(set, to, layer_profile(in)->activation_bytes_per_sample, "gradients of " + in);
     }
   }
   Simulation sim;
@@ -92,6 +106,13 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
   sim.busy_s = busy;
   sim.slack_s = slack;
   for (int r = 0; r < R; ++r) sim.idle_s.push_back(sim.iteration_s - busy[r]);
+  for (int r = 0; timeline && r < R; ++r) {
+    event(r, Track::gradient_sync, [] { return "allreduce wait"; }, clock[r], reduced[r], true);
+    std::vector<TraceEvent> gaps = idle_gaps(events, r, 0, sim.iteration_s);
+    events.insert(events.end(), gaps.begin(), gaps.end());
+    event(r, Track::main, [] { return "step"; }, 0, sim.iteration_s, false);
+  }
+  sim.events = std::move(events);
   return sim;
 }
 

@@ -21,6 +21,7 @@
 #include "burstpool/runtime.hpp"
 #include "burstpool/session.hpp"
 #include "burstpool/stop.hpp"
+#include "burstpool/trace.hpp"
 #include "burstpool/version.hpp"
 #include "multiplex.hpp"
 
@@ -152,6 +153,9 @@ std::optional<Resumed> resume_training(const JobConfig& job, Model& model, Sgd& 
 }
 
 TrainResult train(const JobConfig& job) {
+  if (!job.trace_path.empty() && job.sync.strategy != "ssgd")
+    throw Error(fmt::format("--trace: timelines cover data-parallel and burst runs ([sync] strategy = ssgd), not {}",
+                            job.sync.strategy));
   if (job.sync.strategy != "ssgd") return train_small_batch(job);
   const auto wall_start = Clock::now();
   const WorldInfo& w = world();
@@ -181,6 +185,10 @@ TrainResult train(const JobConfig& job) {
       if (chatty) fmt::print("resuming from the checkpoint of step {} ({})\n", from->step, from->file);
     }
   if (DeviceModel* device = exec.device()) device->from_host(sgd.velocity().data());  // initial or resumed values
+  if (!job.trace_path.empty()) {
+    exec.set_traced(true);
+    tracer().enable(job.trace_first, job.trace_end < 0 ? total : job.trace_end);
+  }
   if (chatty)
     fmt::print("burstpool: job '{}', model '{}' ({} parameters), {} training samples, global batch {}, {} steps, "
                "{} rank(s) x {} thread(s), {}, {}, job id {}\n",
@@ -208,6 +216,7 @@ TrainResult train(const JobConfig& job) {
   run_log().record("start", wall(), {{"job", job.name}, {"first_step", first_step}, {"ranks", w.size}});
   for (int64_t step = first_step; step < total; ++step) {
     const auto t0 = Clock::now();
+    tracer().begin_step(step, t0);
     const double loss = session.forward(step);
     if (!std::isfinite(loss))
       throw Error(step == first_step
@@ -218,7 +227,9 @@ TrainResult train(const JobConfig& job) {
     vote.start();
     session.update(step);
     const int stop = vote.finish();
-    const double step_seconds = seconds_since(t0);
+    const auto t1 = Clock::now();
+    const double step_seconds = std::chrono::duration<double>(t1 - t0).count();
+    tracer().end_step(t1);
     r.train_seconds += step_seconds;
     if (multiplex) multiplex->step_finished(step_seconds);
     window_loss += loss;
@@ -226,7 +237,9 @@ TrainResult train(const JobConfig& job) {
 
     const bool last = step + 1 == total;
     if (!last && !stop && checkpoint_due(job, step, last_checkpoint)) {
+      const auto c0 = Clock::now();
       write_final_checkpoint(job, exec, sgd, step + 1, run_history(r, wall()));
+      tracer().span(Track::main, "checkpoint", c0, false);
       last_checkpoint = window_start = Clock::now();  // checkpointing is not training time
     }
     if ((step + 1) % job.log_every == 0 || last || stop) {
@@ -253,6 +266,7 @@ TrainResult train(const JobConfig& job) {
       const auto e0 = Clock::now();
       const TimeSplit before = exec.times();
       EvalPoint p = evaluate(exec, data.test, job);
+      tracer().span(Track::main, "evaluation", e0, false);
       exec.times() = before;  // the time split covers training only
       p.step = step + 1;
       p.epoch = static_cast<double>(step + 1) / per_epoch;
@@ -293,6 +307,10 @@ TrainResult train(const JobConfig& job) {
   }
   r.wall_seconds = wall();
   if (!job.checkpoint_path.empty()) write_final_checkpoint(job, exec, sgd, total_run, run_history(r, r.wall_seconds));
+  if (!job.trace_path.empty()) {
+    const size_t events = tracer().write(job.trace_path, fmt::format("burstpool train {}", job.file));
+    if (chatty) fmt::print("trace: {} events on {} rank(s) in {}\n", events, w.size, job.trace_path);
+  }
   return r;
 }
 

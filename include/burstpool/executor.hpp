@@ -71,6 +71,11 @@ class Executor {
   // Raised while this rank waits in a reduction (gradients, batch-norm
   // statistics), for a background job's gate. nullptr: none.
   void set_reduce_flag(std::atomic<bool>* flag) { reduce_flag_ = flag; }
+  // Record this executor's layers, transfers and gradient sums in the
+  // process's trace (include/burstpool/trace.hpp) while it is active: the
+  // foreground's executor; a background job's shows as whole steps.
+  void set_traced(bool on);
+  bool traced() const;
   ~Executor();
 
   Model& model() { return *model_; }
@@ -115,12 +120,15 @@ class Executor {
   void exchange_input_gradients(int layer);  // backward: their gradients back
   void queue_exchange(int layer, int slot, bool backward);
   void finish_exchanges(int layer, int first_slot, bool backward);
+  // Counts [t0, now) as `layer`'s transfer time and traces it as "<what> <layer>[ slot <slot>]" (slot < 0: none).
+  void transfer_done(int layer, std::chrono::steady_clock::time_point t0, const char* what, int slot);
   Context layer_context(int layer, const Context& base, double* allreduce_seconds) const;
   void forward_on_cpu(int layer, const Context& base);
   void backward_on_cpu(int layer, const Context& base);
   // Runs one layer's work with its context, counting its time as compute
   // and its batch-norm reductions as allreduce.
-  void timed_layer(int layer, const Context& base, const std::function<void(const Context&)>& run);
+  // `pass` ("forward", "backward") names it in the trace.
+  void timed_layer(int layer, const char* pass, const Context& base, const std::function<void(const Context&)>& run);
   void activation_to_host(int layer);
   void copy_slot_in(int layer, int slot);
   void gradients_to_host(int layer, int slot);
@@ -158,6 +166,7 @@ class Executor {
   double device_reduce_seconds_ = 0;  // the device model's waits for gradient sums, this step
   std::vector<std::vector<WaitSite>> wait_sites_;  // per layer: forward, backward wait per input slot
   int buckets_ = 0;
+  bool traced_ = false;
 };
 
 }  // namespace burstpool

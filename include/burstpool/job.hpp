@@ -100,6 +100,10 @@ struct JobConfig {
 
   // Command line only: continue from the newest valid checkpoint at checkpoint_path.
   bool resume = false;
+  // train --trace FILE [--trace-steps A:B]: a per-rank timeline of steps [A, B)
+  // (B < 0: to the end) in the trace-event format (include/burstpool/trace.hpp).
+  std::string trace_path;
+  int64_t trace_first = 0, trace_end = -1;
 };
 
 // Reads `path` and applies `overrides` ("section.key=value", from --set or

@@ -16,6 +16,7 @@
 #include "burstpool/packing.hpp"
 #include "burstpool/plan.hpp"
 #include "burstpool/profile.hpp"
+#include "burstpool/trace.hpp"
 
 namespace burstpool {
 
@@ -25,6 +26,11 @@ struct Simulation {
   // Per rank, of busy_s: the capacity that its kernels leave unused at their
   // batch, busy seconds x (1 - utilisation) (include/burstpool/packing.hpp).
   std::vector<double> slack_s;
+  // With `timeline`, the step as a timeline, in the form train --trace writes: each rank's
+  // layers (busy), the time it spends in slice transfers and in the final
+  // wait for gradient sums (busy, as the metrics count them), the sums in
+  // flight (gradient sync track, not busy) and its idle gaps.
+  std::vector<TraceEvent> events;
 };
 
 // How much of the device a pass (a layer's forward_ms or backward_ms) uses at
@@ -41,8 +47,9 @@ double utilisation(const ModelProfile& profile, const std::vector<double>& ms, i
 // core) times its profiled time. Waiting ranks are assumed to yield their
 // core (Open MPI does when oversubscribed). For validating on a machine with
 // fewer cores than ranks.
+// timeline: fill Simulation::events (simulate --trace).
 Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
-                    const LinkModel& allreduce, int cores = 0);
+                    const LinkModel& allreduce, int cores = 0, bool timeline = false);
 
 // A background job on the same ranks as a simulated foreground, through a
 // packing model (include/burstpool/packing.hpp) fitted to measured runs.

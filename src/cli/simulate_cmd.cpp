@@ -7,6 +7,7 @@
 #include "burstpool/model_io.hpp"
 #include "burstpool/session.hpp"
 #include "burstpool/simulator.hpp"
+#include "burstpool/trace.hpp"
 #include "burstpool/json_io.hpp"
 #include "commands.hpp"
 #include "network_args.hpp"
@@ -15,6 +16,7 @@ namespace burstpool::cli {
 
 namespace {
 struct SimulateArgs {
+  std::string trace;  // --trace FILE
   std::string plan, model, profile, out, background, background_profile, packing;
   bool independent = false;
   NetworkArgs network;
@@ -82,12 +84,15 @@ Command add_simulate(CLI::App& app) {
                   "Cores the ranks share on one machine with fewer cores than ranks; rank r on core r mod C (0: one per rank)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--out", args->out, "Write the prediction (JSON)");
+  sub->add_option("--trace", args->trace,
+                  "Write the predicted step as a per-rank timeline (Chrome/Perfetto trace-event JSON, as train "
+                  "--trace writes)");
   return {sub, [args] {
             ModelSpec spec = load_model_spec(args->model);
             ModelProfile profile = load_profile(args->profile, spec);
             Plan plan = load_plan(args->plan);
             const auto [p2p, all] = args->network.resolve("simulate");
-            Simulation sim = simulate(spec, profile, plan, p2p, all, args->cores);
+            Simulation sim = simulate(spec, profile, plan, p2p, all, args->cores, !args->trace.empty());
             fmt::print("predicted iteration {:.3f} ms ({:.0f} samples/s) on {} ranks, global batch {}\n",
                        1e3 * sim.iteration_s, plan.global_batch / sim.iteration_s, plan.ranks, plan.global_batch);
             for (int r = 0; r < plan.ranks; ++r)
@@ -97,6 +102,10 @@ Command add_simulate(CLI::App& app) {
                                   {"slack_s", sim.slack_s}, {"ranks", plan.ranks}, {"global_batch", plan.global_batch}};
             if (!args->background.empty()) out["background"] = predict(*args, spec, profile, plan, sim, p2p, all);
             if (!args->out.empty()) write_json(args->out, out);
+            if (!args->trace.empty()) {
+              write_json(args->trace, trace_json(sim.events, plan.ranks, "burstpool simulate " + args->plan));
+              fmt::print("trace: {} events on {} rank(s) in {}\n", sim.events.size(), plan.ranks, args->trace);
+            }
           }};
 }
 

@@ -1,9 +1,11 @@
 // burstpool train JOB.ini [--steps N] [--epochs E] [--batch-size B] [--seed S]
 //                         [--metrics FILE] [--checkpoint FILE] [--set section.key=value ...]
+//                         [--trace FILE.json [--trace-steps A:B]]
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "burstpool/job.hpp"
 #include "burstpool/json_io.hpp"
@@ -30,10 +32,27 @@ std::string absolute(const std::string& path) {
 const CLI::Range kPositive(1LL, 2147483647LL);
 const CLI::Range kNonNegative(0LL, 2147483647LL);
 
+// --trace-steps A:B (either side may be empty: from 0, to the end) as [A, B); B = -1: to the end.
+std::pair<int64_t, int64_t> trace_steps(const std::string& text) {
+  const size_t colon = text.find(':');
+  auto number = [&](const std::string& part, int64_t empty) -> int64_t {
+    if (part.empty()) return empty;
+    if (part.find_first_not_of("0123456789") != std::string::npos || part.size() > 12)
+      throw Error(fmt::format("--trace-steps {}: '{}' is not a step number (A:B, steps A to B-1)", text, part));
+    return std::stoll(part);
+  };
+  if (colon == std::string::npos)
+    throw Error(fmt::format("--trace-steps {}: expected A:B (steps A to B-1; either may be left out)", text));
+  const int64_t first = number(text.substr(0, colon), 0), end = number(text.substr(colon + 1), -1);
+  if (end >= 0 && end <= first)
+    throw Error(fmt::format("--trace-steps {}: the window is empty (B must be above A)", text));
+  return {first, end};
+}
+
 struct TrainArgs {
   std::string job;
   long long steps = -1, epochs = -1, batch = -1, seed = -1;
-  std::string metrics, checkpoint, plan;
+  std::string metrics, checkpoint, plan, trace, trace_steps = "0:";
   std::vector<std::string> sets;
   bool resume = false;
 };
@@ -53,6 +72,10 @@ Command add_train(CLI::App& app) {
   sub->add_option("--plan", args->plan, "Plan file (JSON) with each layer's ranks (overrides [parallel] plan)");
   sub->add_flag("--resume", args->resume, "Continue from the newest valid checkpoint at the checkpoint path");
   sub->add_option("--set", args->sets, "Override any job key: section.key=value (repeatable)");
+  sub->add_option("--trace", args->trace,
+                  "Write a per-rank timeline (Chrome/Perfetto trace-event JSON): layers, transfers, gradient sums, "
+                  "idle time, evaluations, checkpoints, the background job (docs/parallel.md)");
+  sub->add_option("--trace-steps", args->trace_steps, "Steps to trace, A:B for steps A to B-1 (default 0:, every step)");
   return {sub, [args] {
             std::vector<std::string> overrides;
             auto flag = [&](long long v, const char* key) {
@@ -68,13 +91,16 @@ Command add_train(CLI::App& app) {
             overrides.insert(overrides.end(), args->sets.begin(), args->sets.end());
             JobConfig job = load_job(args->job, overrides);
             job.resume = args->resume;
+            job.trace_path = absolute(args->trace);
+            std::tie(job.trace_first, job.trace_end) = trace_steps(args->trace_steps);
             job.metrics_path = expand_output_path(job.metrics_path, job.name);
             job.checkpoint_path = expand_output_path(job.checkpoint_path, job.name);
             job.log_path = expand_output_path(job.log_path, job.name);
             if (world().rank == 0)  // rank 0 writes every output; an error here ends every rank
               for (const std::string& stale : check_outputs({{"[output] metrics", job.metrics_path},
                                                              {"[output] checkpoint", job.checkpoint_path},
-                                                             {"[output] log", job.log_path}}))
+                                                             {"[output] log", job.log_path},
+                                                             {"--trace", job.trace_path}}))
                 fmt::print("removed {}, left by a writer that died\n", stale);
             run_log().open(job.log_path);
             install_stop_handlers();
