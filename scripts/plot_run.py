@@ -3,7 +3,8 @@
 loss and test accuracy against wall seconds and against epochs, one line per
 log, in one PNG. A resumed run's log holds every part; each part is drawn.
 
-Usage: plot_run.py LOG.jsonl [LOG.jsonl ...] --out runs.png [--title TEXT]
+Usage: plot_run.py LOG.jsonl [LOG.jsonl ...] --out runs.png [--title TEXT] [--label TEXT ...]
+(--label names each log's line, in order; default: the job's name.)
 Needs matplotlib (Debian: python3-matplotlib).
 """
 import argparse
@@ -36,7 +37,10 @@ def main():
     ap.add_argument("logs", nargs="+")
     ap.add_argument("--out", required=True, help="PNG to write")
     ap.add_argument("--title", default="")
+    ap.add_argument("--label", action="append", default=[], help="a line's name, once per log, in order")
     a = ap.parse_args()
+    if a.label and len(a.label) != len(a.logs):
+        sys.exit(f"plot_run.py: {len(a.label)} --label for {len(a.logs)} logs")
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -45,8 +49,9 @@ def main():
         sys.exit("plot_run.py needs matplotlib (Debian: python3-matplotlib)")
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharey="row")
     drawn = 0
-    for path in a.logs:
+    for number, path in enumerate(a.logs):
         label, progress, evals = read_log(path)
+        label = a.label[number] if a.label else label
         if not progress and not evals:
             print(f"{path}: no progress or evaluation records", file=sys.stderr)
             continue
