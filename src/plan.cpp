@@ -59,6 +59,47 @@ Plan data_parallel_plan_within(const ModelSpec& model, int world_size, int globa
   return p;
 }
 
+RankSet parse_rank_ranges(const std::string& text, int ranks, const std::string& where) {
+  RankSet set;
+  auto fail = [&](const std::string& part, const std::string& why) -> Error {
+    return Error(fmt::format("{}: ranks \"{}\": '{}' {}", where, text, part, why));
+  };
+  auto number = [&](const std::string& digits, const std::string& part) {
+    if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos)
+      throw fail(part, "is not a rank or a range A-B");
+    const long long r = std::stoll(digits);
+    if (r >= ranks) throw fail(part, fmt::format("names rank {}, outside 0..{}", r, ranks - 1));
+    return static_cast<int>(r);
+  };
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    std::string part = text.substr(at, comma - at);
+    part.erase(0, part.find_first_not_of(' '));
+    part.erase(part.find_last_not_of(' ') + 1);
+    const size_t dash = part.find('-');
+    const int lo = number(part.substr(0, dash), part);
+    const int hi = dash == std::string::npos ? lo : number(part.substr(dash + 1), part);
+    if (hi < lo) throw fail(part, "runs backwards");
+    if (!set.empty() && lo <= set.back())
+      throw fail(part, fmt::format("overlaps or comes before rank {}: list ranks in ascending order, once", set.back()));
+    for (int r = lo; r <= hi; ++r) set.push_back(r);
+    at = comma + 1;
+  }
+  return set;
+}
+
+std::string rank_ranges(const RankSet& set) {
+  std::string text;
+  for (size_t i = 0; i < set.size();) {
+    size_t j = i;
+    while (j + 1 < set.size() && set[j + 1] == set[j] + 1) ++j;
+    text += (text.empty() ? "" : ",") + (j == i ? std::to_string(set[i]) : fmt::format("{}-{}", set[i], set[j]));
+    i = j + 1;
+  }
+  return text;
+}
+
 Plan load_plan(const std::string& path) {
   const nlohmann::json j = read_json(path, "plan");
   Plan p;
@@ -75,10 +116,12 @@ Plan load_plan(const std::string& path) {
     if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string())
       throw Error(fmt::format("{}: every layer entry needs a \"name\" string", path));
     const std::string name = entry["name"];
-    if (!entry.contains("ranks") || !entry["ranks"].is_array())
-      throw Error(fmt::format("{}: layer '{}' needs a \"ranks\" array", path, name));
+    if (!entry.contains("ranks") || !(entry["ranks"].is_array() || entry["ranks"].is_string()))
+      throw Error(fmt::format("{}: layer '{}' needs \"ranks\": a string of ranges (\"0-7\") or an array", path, name));
     RankSet set;
-    for (const auto& r : entry["ranks"])
+    if (entry["ranks"].is_string())
+      set = parse_rank_ranges(entry["ranks"].get<std::string>(), p.ranks, fmt::format("{}: layer '{}'", path, name));
+    for (const auto& r : entry["ranks"].is_array() ? entry["ranks"] : nlohmann::json::array())
       set.push_back(checked_int(r, 0, std::numeric_limits<int>::max(), fmt::format("{}: layer '{}': rank", path, name)));
     p.layer_names.push_back(name);
     p.layer_ranks.push_back(set);
@@ -89,7 +132,7 @@ Plan load_plan(const std::string& path) {
 void save_plan(const Plan& plan, const std::string& path) {
   nlohmann::json layers = nlohmann::json::array();
   for (size_t i = 0; i < plan.layer_names.size(); ++i)
-    layers.push_back({{"name", plan.layer_names[i]}, {"ranks", plan.layer_ranks[i]}});
+    layers.push_back({{"name", plan.layer_names[i]}, {"ranks", rank_ranges(plan.layer_ranks[i])}});
   write_json(path, {{"global_batch", plan.global_batch}, {"ranks", plan.ranks}, {"layers", layers}});
 }
 

@@ -3,8 +3,10 @@
 //
 // A plan file is JSON:
 //   {"global_batch": B, "ranks": N,
-//    "layers": [{"name": "<layer>", "ranks": [0, 1, ...]}, ...]}
-// with one entry per layer of the model. A layer's samples are split as
+//    "layers": [{"name": "<layer>", "ranks": "0-7"}, ...]}
+// with one entry per layer of the model. A layer's ranks are a string of
+// ranks and inclusive ranges ("0-7", "0,2,4-6", ascending, no overlap) or a
+// JSON array of ranks ([0, 1, 2]); plans are written with ranges. A layer's samples are split as
 // evenly as possible over its ranks in the order listed: rank set[i] holds
 // samples [offset(i), offset(i) + count(i)) of every global batch.
 #include <cstdint>
@@ -48,6 +50,12 @@ Plan data_parallel_plan(const ModelSpec& model, int ranks, int global_batch);
 // first min(world_size, global_batch) ranks (a batch smaller than the world
 // leaves the other ranks without work); plan.ranks = world_size.
 Plan data_parallel_plan_within(const ModelSpec& model, int world_size, int global_batch);
+
+// "0,2,4-6" as {0, 2, 4, 5, 6}: ascending, no rank twice, every rank in
+// [0, ranks). Errors name `where` ("plan.json: layer 'fc'") and the part at fault.
+RankSet parse_rank_ranges(const std::string& text, int ranks, const std::string& where);
+// The shortest such text for an ascending set: {0, 1, 2, 3, 5} as "0-3,5".
+std::string rank_ranges(const RankSet& set);
 
 Plan load_plan(const std::string& path);
 void save_plan(const Plan& plan, const std::string& path);

@@ -24,9 +24,11 @@ PY
 
 # check_trace TRACE PLAN METRICS STEPS: the checks above; METRICS "-" skips the idle comparison.
 check_trace() {
-  python3 - "$@" <<'PY'
+  python3 - "$@" "$src/tests/e2e/lib" <<'PY'
 import json, sys
 trace, plan, metrics, steps = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3], [int(s) for s in sys.argv[4].split(",")]
+sys.path.insert(0, sys.argv[-1])
+from plans import ranks_of as ranges
 t = json.load(open(trace))  # valid JSON, or this fails
 events = [e for e in t["traceEvents"] if e["ph"] == "X"]
 names = {e["pid"]: e["args"]["name"] for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
@@ -38,7 +40,7 @@ for layer in plan["layers"]:
     if layer["name"] == "data":
         continue
     for p in ("forward", "backward"):
-        assert on(f"{p} {layer['name']}") == sorted(layer["ranks"]), (p, layer["name"], on(f"{p} {layer['name']}"))
+        assert on(f"{p} {layer['name']}") == ranges(layer["ranks"]), (p, layer["name"], on(f"{p} {layer['name']}"))
 for r in (0, 1):
     got = sorted(int(e["name"].split()[1]) for e in events if e["pid"] == r and e["name"].startswith("step "))
     assert got == steps, f"rank {r} steps {got}"
@@ -89,15 +91,17 @@ if [[ $bg =~ ^[0-9]+$ && $bg -gt 0 ]]; then echo "ok   background: $bg backgroun
 "$bin" profile "$src/jobs/models/lenet5.ini" --batches 1,2,4,8,16,32 --out "$work/p.json" >/dev/null
 "$bin" simulate "$work/plan.json" --model "$src/jobs/models/lenet5.ini" --profile "$work/p.json" --bandwidth 10 \
   --latency 5 --out "$work/s.json" --trace "$work/st.json" >"$work/out4" 2>&1 || fail "simulate: $(cat "$work/out4")"
-if out=$(python3 - "$work/st.json" "$work/s.json" "$work/plan.json" <<'PY' 2>&1
+if out=$(python3 - "$work/st.json" "$work/s.json" "$work/plan.json" "$src/tests/e2e/lib" <<'PY' 2>&1
 import json, sys
 t, s, plan = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+sys.path.insert(0, sys.argv[-1])
+from plans import ranks_of as ranges
 events = [e for e in t["traceEvents"] if e["ph"] == "X"]
 for layer in plan["layers"]:
     if layer["name"] != "data":
         for p in ("forward", "backward"):
             got = sorted({e["pid"] for e in events if e["name"] == f"{p} {layer['name']}"})
-            assert got == sorted(layer["ranks"]), (p, layer["name"], got)
+            assert got == ranges(layer["ranks"]), (p, layer["name"], got)
 for r in (0, 1):
     step = [e for e in events if e["pid"] == r and e["name"] == "step"]
     assert len(step) == 1 and abs(step[0]["dur"] / 1e6 - s["iteration_s"]) < 1e-9, step

@@ -114,6 +114,36 @@ TEST(PlanFile, BadPlansAreRejectedWithFileAndLayer) {
   EXPECT_EQ(error_of("{not json"), "PLAN: not valid JSON for a plan file (byte 3)");
 }
 
+// Rank sets as ranges: read and written, and every malformed case refused
+// naming the layer and the part at fault; arrays still load.
+TEST(PlanFile, RankRanges) {
+  EXPECT_EQ(parse_rank_ranges("0-3,5, 7-8", 9, "P"), (RankSet{0, 1, 2, 3, 5, 7, 8}));
+  EXPECT_EQ(parse_rank_ranges("4", 9, "P"), (RankSet{4}));
+  EXPECT_EQ(rank_ranges({0, 1, 2, 3, 5, 7, 8}), "0-3,5,7-8");
+  EXPECT_EQ(rank_ranges({6}), "6");
+  auto refused = [](const std::string& text) {
+    try {
+      parse_rank_ranges(text, 8, "plan.json: layer 'fc'");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(refused("0-3,2-5"), "plan.json: layer 'fc': ranks \"0-3,2-5\": '2-5' overlaps or comes before rank 3: "
+                                "list ranks in ascending order, once");
+  EXPECT_EQ(refused("5-3"), "plan.json: layer 'fc': ranks \"5-3\": '5-3' runs backwards");
+  EXPECT_EQ(refused("0-8"), "plan.json: layer 'fc': ranks \"0-8\": '0-8' names rank 8, outside 0..7");
+  EXPECT_EQ(refused("0-2000000000"),
+            "plan.json: layer 'fc': ranks \"0-2000000000\": '0-2000000000' names rank 2000000000, outside 0..7");
+  EXPECT_EQ(refused("1,,2"), "plan.json: layer 'fc': ranks \"1,,2\": '' is not a rank or a range A-B");
+  EXPECT_EQ(refused("a-b"), "plan.json: layer 'fc': ranks \"a-b\": 'a-b' is not a rank or a range A-B");
+  EXPECT_EQ(refused("-1"), "plan.json: layer 'fc': ranks \"-1\": '-1' is not a rank or a range A-B");
+  EXPECT_EQ(refused(""), "plan.json: layer 'fc': ranks \"\": '' is not a rank or a range A-B");
+  EXPECT_EQ(error_of(plan_json("\"1\"")), "no error");
+  EXPECT_EQ(error_of(plan_json("\"0-2\"")), "PLAN: layer 'fc': ranks \"0-2\": '0-2' names rank 2, outside 0..1");
+  EXPECT_EQ(error_of(plan_json("7")), "PLAN: layer 'fc' needs \"ranks\": a string of ranges (\"0-7\") or an array");
+}
+
 // Read strictly: numbers range-checked before they become ints, nothing after
 // the JSON value, no key twice, and only regular files.
 TEST(PlanFile, StrictReading) {
