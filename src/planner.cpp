@@ -112,12 +112,14 @@ double CostModel::transfer(int producer, int from_n, int to_n) const {
   return 2.0 * (o_.p2p.latency_s + bytes / o_.p2p.bandwidth_bytes_per_s);
 }
 
-bool CostModel::allowed(int layer, int n) const {
+bool CostModel::allowed(int layer, int n, double incoming_s) const {
   if (n > o_.global_batch) return false;
   if (!std::isfinite(o_.amp_limit)) return true;
   const double one = compute(layer, 1);
   if (o_.soft_limit && one < 300e-6) return true;
-  return n * compute(layer, n) <= o_.amp_limit * one * (1 + 1e-12);
+  double time = compute(layer, n);
+  if (o_.amp_rule == PlannerOptions::AmpRule::layer_time && n > 1) time += sync(layer, n) + incoming_s;
+  return n * time <= o_.amp_limit * one * (1 + 1e-12);
 }
 
 namespace {
@@ -135,6 +137,7 @@ PlanResult evaluate(const CostModel& cm, const std::vector<Block>& blocks, const
     p.compute_s = cm.compute(layer, n[layer]);
     p.sync_s = cm.sync(layer, n[layer]);
     p.transfer_s = prev < 0 ? 0.0 : cm.transfer(prev, n[prev], n[layer]);
+    r.allowed = r.allowed && cm.allowed(layer, n[layer], p.transfer_s);
     const double one = cm.compute(layer, 1);
     p.amplification = one > 0 ? n[layer] * p.compute_s / one : 1.0;
     r.device_s += n[layer] * (p.compute_s + p.sync_s);
@@ -150,14 +153,18 @@ PlanResult evaluate(const CostModel& cm, const std::vector<Block>& blocks, const
       }
       continue;
     }
+    double into_join = 0;
     for (const auto& branch : b.branches) {
       int last = b.fork;
       for (int layer : branch) {
         t += step(layer, last);
         last = layer;
       }
-      t += cm.transfer(last, n[last], n[b.join]);
+      into_join += cm.transfer(last, n[last], n[b.join]);
     }
+    t += into_join;
+    // The join's own step comes with the next chain block, without a transfer: check it with its inputs here.
+    r.allowed = r.allowed && cm.allowed(b.join, n[b.join], into_join);
     prev = -1;  // the join's incoming transfers are counted above
     // The join itself starts the next chain block with no transfer of its own.
     (void)spec;
@@ -193,6 +200,7 @@ PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const 
   };
   std::vector<ForkChoice> forks(blocks.size());
 
+  const bool layer_time = o.amp_rule == PlannerOptions::AmpRule::layer_time;
   // Extends cost vector `t` (state of layer `prev`) through `layers`; records arguments.
   auto run_chain = [&](const std::vector<int>& layers, int prev, std::vector<double> t,
                        std::vector<std::vector<int>>& args) {
@@ -204,7 +212,9 @@ PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const 
         const double own = cm.compute(layer, n) + cm.sync(layer, n);
         for (int m = 1; m <= N; ++m) {
           if (t[m] == kInf) continue;
-          const double v = t[m] + (prev < 0 ? 0.0 : cm.transfer(prev, m, n)) + own;
+          const double in = prev < 0 ? 0.0 : cm.transfer(prev, m, n);
+          if (layer_time && !cm.allowed(layer, n, in)) continue;
+          const double v = t[m] + in + own;
           if (v < next[n]) next[n] = v, best[n] = m;
         }
       }
@@ -261,8 +271,13 @@ PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const 
       const double own = cm.compute(b.join, nj) + cm.sync(b.join, nj);
       for (int nf = 1; nf <= N; ++nf) {
         if (t[nf] == kInf) continue;
-        double branches = 0;
-        for (size_t br = 0; br < nb; ++br) branches += cost[br][nf][nj];
+        double branches = 0, into_join = 0;
+        for (size_t br = 0; br < nb; ++br) {
+          branches += cost[br][nf][nj];
+          const int end = b.branches[br].empty() ? b.fork : b.branches[br].back();
+          if (cost[br][nf][nj] < kInf) into_join += cm.transfer(end, fc.end_state[br][nf][nj], nj);
+        }
+        if (layer_time && !cm.allowed(b.join, nj, into_join)) continue;
         const double v = t[nf] + branches + own;
         if (v < next[nj]) next[nj] = v, fc.fork_state[nj] = nf;
       }
@@ -330,7 +345,7 @@ PlanResult plan_exhaustive(const ModelSpec& spec, const ModelProfile& profile, c
   std::function<void(int)> visit = [&](int layer) {
     if (layer == L) {
       PlanResult r = evaluate(cm, blocks, n, spec, o);
-      if (r.iteration_s < best.iteration_s) best = r;
+      if (r.allowed && r.iteration_s < best.iteration_s) best = r;
       return;
     }
     for (int k = 1; k <= o.ranks; ++k)

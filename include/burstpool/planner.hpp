@@ -16,12 +16,18 @@
 // included: the planner's rank sets are prefixes, so the branches between a
 // fork and its join share rank 0 and run one after another, as the runtime
 // walks them (disjoint branch sets that run at once are not modelled yet).
-// Amplification limit A: layer l may use n ranks only if
-// n G(l, n) <= A G(l, 1) (hard; the soft rule of the original also exempts
-// layers under 300 us and falls back to the least amplified choice).
+// Amplification limit A: layer l may use n ranks only if, by the rule chosen,
+//   compute:    n G(l, n) <= A G(l, 1)
+//   layer-time: n (G(l, n) + Sync(l, n) + incoming Xfer) <= A G(l, 1)
+// (DeepPool's rule: the layer's whole time on n ranks, its gradient sum and
+// the slices it waits for included). The limit is hard; --soft-limit, as
+// the original's soft rule, exempts layers under 300 us.
 //
 // The dynamic program is exact for this cost model on models made of chains
-// and single-level fork/join blocks (ResNet and Inception blocks).
+// and single-level fork/join blocks (ResNet and Inception blocks), with one
+// exception: under the layer-time rule, a join's incoming transfers come
+// from the branch ends its cost chose, so a plan whose branch ends move less
+// data into the join, allowed where the chosen one is not, can be missed.
 #include <string>
 #include <vector>
 
@@ -35,6 +41,7 @@ struct PlannerOptions {
   int global_batch = 1;
   double amp_limit = 2.0;  // >= 1; infinity: no limit
   bool soft_limit = false;
+  enum class AmpRule { compute, layer_time } amp_rule = AmpRule::compute;
   LinkModel p2p, allreduce;
 };
 
@@ -50,6 +57,7 @@ struct PlanResult {
   std::vector<PlannedLayer> layers;  // topological order
   double iteration_s = 0;            // predicted time of one step
   double device_s = 0;               // sum over layers of n x (G + Sync): rank-seconds used per step
+  bool allowed = true;               // every layer within the amplification rule
 };
 
 PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& options);
@@ -62,7 +70,10 @@ class CostModel {
   double compute(int layer, int n) const;  // G
   double sync(int layer, int n) const;
   double transfer(int producer, int from_n, int to_n) const;
-  bool allowed(int layer, int n) const;  // amplification rule
+  // The amplification rule for `layer` on n ranks; incoming_s: the time its
+  // incoming transfers take (used by the layer-time rule; 0 gives a bound
+  // that holds for any incoming time).
+  bool allowed(int layer, int n, double incoming_s = 0) const;
   const std::vector<std::vector<int>>& inputs() const { return inputs_; }  // producers, topological positions
   const std::vector<std::string>& names() const { return names_; }
 

@@ -1,5 +1,6 @@
 // burstpool plan MODEL --profile P (--network NET | --bandwidth GBPS --latency US) --ranks N
-//                      --global-batch B [--amp-limit A|none] [--soft-limit] [--out PLAN.json]
+//                      --global-batch B [--amp-limit A|none] [--soft-limit] [--amp-rule compute|layer-time]
+//                      [--out PLAN.json]
 // burstpool plan --data-parallel MODEL --ranks N --global-batch B --out PLAN.json
 #include <fmt/format.h>
 
@@ -22,18 +23,20 @@ namespace {
 struct PlanArgs {
   std::string model, out, profile, summary, amp = "2";
   bool data_parallel = false, soft = false;
+  std::string rule = "compute";  // --amp-rule
   int ranks = 0, batch = 0;
   NetworkArgs network;
 };
 
-void print_plan(const PlanResult& r, double amp) {
+void print_plan(const PlanResult& r, double amp, const std::string& rule) {
   fmt::print("{:<18} {:>6} {:>12} {:>11} {:>12} {:>8}\n", "layer", "ranks", "compute ms", "sync ms", "transfer ms",
              "amplif.");
   for (const PlannedLayer& l : r.layers)
     fmt::print("{:<18} {:>6} {:>12.3f} {:>11.3f} {:>12.3f} {:>8.2f}\n", l.name, l.ranks, 1e3 * l.compute_s,
                1e3 * l.sync_s, 1e3 * l.transfer_s, l.amplification);
-  fmt::print("predicted iteration {:.3f} ms, device-time {:.3f} rank-ms per step (amplification limit {})\n",
-             1e3 * r.iteration_s, 1e3 * r.device_s, std::isfinite(amp) ? fmt::format("{}", amp) : "none");
+  fmt::print("predicted iteration {:.3f} ms, device-time {:.3f} rank-ms per step (amplification limit {}{})\n",
+             1e3 * r.iteration_s, 1e3 * r.device_s, std::isfinite(amp) ? fmt::format("{}", amp) : "none",
+             std::isfinite(amp) ? ", " + rule + " rule" : "");
 }
 }  // namespace
 
@@ -49,6 +52,10 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--global-batch", args->batch, "Global batch B")->required();
   sub->add_option("--amp-limit", args->amp, "Amplification limit A >= 1, or 'none'");
   sub->add_flag("--soft-limit", args->soft, "The original soft rule: layers under 300 us are exempt");
+  sub->add_option("--amp-rule", args->rule,
+                  "What the limit bounds: compute (n x the layer's compute on n ranks <= A x on one) or layer-time "
+                  "(DeepPool's: its compute, gradient sum and incoming transfers together)")
+      ->check(CLI::IsMember({"compute", "layer-time"}));
   sub->add_option("--out", args->out, "Plan file to write (JSON)");
   sub->add_option("--summary", args->summary,
                   "Write the predicted iteration time and device-time of the plan and of data parallel (JSON)");
@@ -80,12 +87,13 @@ Command add_plan(CLI::App& app) {
               throw Error(fmt::format("--amp-limit '{}' is not a number or 'none'", args->amp));
             if (!(o.amp_limit >= 1)) throw Error(fmt::format("--amp-limit {} must be >= 1", args->amp));
             o.soft_limit = args->soft;
+            o.amp_rule = args->rule == "layer-time" ? PlannerOptions::AmpRule::layer_time : PlannerOptions::AmpRule::compute;
             std::tie(o.p2p, o.allreduce) = args->network.resolve("plan");
             ModelProfile profile = load_profile(args->profile, spec);
             const auto t0 = std::chrono::steady_clock::now();
             PlanResult r = plan_model(spec, profile, o);
             const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            print_plan(r, o.amp_limit);
+            print_plan(r, o.amp_limit, args->rule);
             fmt::print("planned {} layers for {} ranks in {:.3f} s\n", r.layers.size(), o.ranks, took);
             if (!args->out.empty()) {
               save_plan(r.plan, args->out);

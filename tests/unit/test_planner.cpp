@@ -86,19 +86,28 @@ type = softmax_cross_entropy
 inputs = head
 )";
 
-void expect_exact(const char* text, int ranks, double amp, uint64_t seed) {
+// exact: the program must find the exhaustive optimum; else only a plan that
+// keeps the rule and costs no less than the optimum (a join under the
+// layer-time rule, include/burstpool/planner.hpp).
+void expect_exact(const char* text, int ranks, double amp, uint64_t seed,
+                  PlannerOptions::AmpRule rule = PlannerOptions::AmpRule::compute, bool exact = true) {
   ModelSpec spec = parse_model_ini(text, "model.ini");
   ModelProfile profile = fake_profile(spec, seed);
   PlannerOptions o;
   o.ranks = ranks;
   o.global_batch = 16;
   o.amp_limit = amp;
+  o.amp_rule = rule;
   o.p2p = {2e-5, 1e9};
   o.allreduce = {5e-5, 5e8};
   PlanResult dp = plan_model(spec, profile, o);
   PlanResult all = plan_exhaustive(spec, profile, o);
-  EXPECT_NEAR(dp.iteration_s, all.iteration_s, 1e-12 * all.iteration_s)
-      << "ranks " << ranks << " amp " << amp << " seed " << seed;
+  EXPECT_TRUE(dp.allowed) << "ranks " << ranks << " amp " << amp << " seed " << seed;
+  if (exact)
+    EXPECT_NEAR(dp.iteration_s, all.iteration_s, 1e-12 * all.iteration_s)
+        << "ranks " << ranks << " amp " << amp << " seed " << seed;
+  else
+    EXPECT_GE(dp.iteration_s, all.iteration_s * (1 - 1e-12));
   const CostModel cm(spec, profile, o);
   for (const PlannedLayer& l : dp.layers) {
     const int pos = static_cast<int>(std::find(cm.names().begin(), cm.names().end(), l.name) - cm.names().begin());
@@ -116,6 +125,49 @@ TEST(Planner, ForkJoinMatchesExhaustiveSearch) {
   for (int ranks : {1, 2, 3})
     for (double amp : {1.5, 2.5, static_cast<double>(INFINITY)})
       for (uint64_t seed : {1, 2, 3, 4}) expect_exact(kForkJoin, ranks, amp, seed);
+}
+
+TEST(Planner, LayerTimeRuleMatchesExhaustiveSearchOnChains) {
+  for (int ranks : {2, 3, 4})
+    for (double amp : {1.5, 2.0, 3.0})
+      for (uint64_t seed : {1, 2, 3}) expect_exact(kChain, ranks, amp, seed, PlannerOptions::AmpRule::layer_time);
+  for (int ranks : {2, 3})
+    for (double amp : {1.5, 2.5})
+      for (uint64_t seed : {1, 2, 3, 4})
+        expect_exact(kForkJoin, ranks, amp, seed, PlannerOptions::AmpRule::layer_time, false);
+}
+
+// A layer of 10 ms on one rank that halves on two (compute amplification
+// 1.0) but then waits 4 ms for its inputs and 2 ms for its gradient sum:
+// layer time 2 x (5 + 2 + 4) = 22 ms > 1.5 x 10 ms, so only the compute rule allows it.
+TEST(Planner, LayerTimeRuleCountsSyncAndTransfers) {
+  ModelSpec spec = parse_model_ini(kChain, "model.ini");
+  ModelProfile profile = fake_profile(spec, 1);
+  PlannerOptions o;
+  o.ranks = 2;
+  o.global_batch = 16;
+  o.amp_limit = 1.5;
+  o.p2p = {1e-5, 1e9};
+  o.allreduce = {1e-5, 1e9};
+  const int layer = 1;
+  for (LayerProfile& lp : profile.layers) {
+    lp.forward_ms.assign(profile.batches.size(), 0.0);
+    lp.backward_ms.assign(profile.batches.size(), 0.0);
+  }
+  LayerProfile& lp = profile.layers[layer];
+  for (size_t k = 0; k < profile.batches.size(); ++k) lp.forward_ms[k] = 10.0 * profile.batches[k] / 16;
+  lp.parameter_bytes = 2e-3 * o.allreduce.bandwidth_bytes_per_s;  // 2 ms over 2 ranks (2(n-1)/n = 1), less latency
+  lp.parameter_bytes -= o.allreduce.latency_s * o.allreduce.bandwidth_bytes_per_s;
+  const CostModel compute(spec, profile, o);
+  EXPECT_NEAR(compute.compute(layer, 1), 10e-3, 1e-12);
+  EXPECT_NEAR(compute.compute(layer, 2), 5e-3, 1e-12);
+  EXPECT_NEAR(compute.sync(layer, 2), 2e-3, 1e-12);
+  EXPECT_TRUE(compute.allowed(layer, 2, 4e-3));
+  o.amp_rule = PlannerOptions::AmpRule::layer_time;
+  const CostModel layer_time(spec, profile, o);
+  EXPECT_FALSE(layer_time.allowed(layer, 2, 4e-3)) << "2 x (5 + 2 + 4) ms > 1.5 x 10 ms";
+  EXPECT_TRUE(layer_time.allowed(layer, 2, 0.4e-3)) << "2 x (5 + 2 + 0.4) ms <= 1.5 x 10 ms";
+  EXPECT_TRUE(layer_time.allowed(layer, 1, 4e-3)) << "one rank is always allowed";
 }
 
 TEST(Planner, AmplificationLimitOneKeepsEveryLayerOnOneRank) {
