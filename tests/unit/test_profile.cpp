@@ -122,5 +122,16 @@ TEST(Network, BadFilesNameTheKey) {
   std::remove(path.c_str());
 }
 
+// Plans can be made without measuring first: every model a shipped job
+// trains has a shipped CPU profile, and every shipped profile matches its
+// model file (the fingerprint).
+TEST(Profile, ShippedProfilesCoverTheShippedJobsModels) {
+  for (const char* model : {"lenet5", "mlp", "vgg_small", "resnet20", "inception", "vgg16"}) {
+    const std::string root = BURSTPOOL_SOURCE_DIR;
+    const ModelSpec spec = load_model_spec(fmt::format("{}/jobs/models/{}.ini", root, model));
+    EXPECT_NO_THROW(load_profile(fmt::format("{}/jobs/profiles/{}.cpu.json", root, model), spec)) << model;
+  }
+}
+
 }  // namespace
 }  // namespace burstpool
