@@ -130,13 +130,15 @@ PlanResult evaluate(const CostModel& cm, const std::vector<Block>& blocks, const
   PlanResult r;
   const int L = cm.layers();
   r.layers.resize(L);
+  std::vector<double> into_join(L, 0.0);  // per join: its incoming transfers, from every branch
   auto step = [&](int layer, int prev) {
     PlannedLayer& p = r.layers[layer];
     p.name = cm.names()[layer];
     p.ranks = n[layer];
     p.compute_s = cm.compute(layer, n[layer]);
     p.sync_s = cm.sync(layer, n[layer]);
-    p.transfer_s = prev < 0 ? 0.0 : cm.transfer(prev, n[prev], n[layer]);
+    // A join's incoming transfers come from its branches' ends (into_join below).
+    p.transfer_s = prev < 0 ? into_join[layer] : cm.transfer(prev, n[prev], n[layer]);
     r.allowed = r.allowed && cm.allowed(layer, n[layer], p.transfer_s);
     const double one = cm.compute(layer, 1);
     p.amplification = one > 0 ? n[layer] * p.compute_s / one : 1.0;
@@ -153,20 +155,15 @@ PlanResult evaluate(const CostModel& cm, const std::vector<Block>& blocks, const
       }
       continue;
     }
-    double into_join = 0;
     for (const auto& branch : b.branches) {
       int last = b.fork;
       for (int layer : branch) {
         t += step(layer, last);
         last = layer;
       }
-      into_join += cm.transfer(last, n[last], n[b.join]);
+      into_join[b.join] += cm.transfer(last, n[last], n[b.join]);
     }
-    t += into_join;
-    // The join's own step comes with the next chain block, without a transfer: check it with its inputs here.
-    r.allowed = r.allowed && cm.allowed(b.join, n[b.join], into_join);
-    prev = -1;  // the join's incoming transfers are counted above
-    // The join itself starts the next chain block with no transfer of its own.
+    prev = -1;  // the join starts the next chain block; its step counts into_join
     (void)spec;
   }
   r.iteration_s = t;

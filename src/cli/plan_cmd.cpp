@@ -104,13 +104,20 @@ Command add_plan(CLI::App& app) {
               const PlanResult dp =
                   plan_cost(spec, profile, o, data_parallel_plan(spec, std::min(o.ranks, o.global_batch), o.global_batch));
               std::vector<int> counts;
-              for (const PlannedLayer& l : r.layers) counts.push_back(l.ranks);
+              nlohmann::json layers = nlohmann::json::array();
+              for (const PlannedLayer& l : r.layers) {
+                counts.push_back(l.ranks);
+                layers.push_back({{"name", l.name}, {"ranks", l.ranks}, {"compute_s", l.compute_s},
+                                  {"sync_s", l.sync_s}, {"transfer_s", l.transfer_s},
+                                  {"amplification", l.amplification}});
+              }
               write_json(args->summary,
                          {{"model", spec.name}, {"ranks", o.ranks}, {"global_batch", o.global_batch},
                           {"amp_limit", std::isfinite(o.amp_limit) ? nlohmann::json(o.amp_limit) : nlohmann::json("none")},
                           {"iteration_s", r.iteration_s}, {"device_s", r.device_s},
                           {"data_parallel_iteration_s", dp.iteration_s}, {"data_parallel_device_s", dp.device_s},
-                          {"layer_ranks", counts}, {"planning_seconds", took}, {"profile_device", profile.device},
+                          {"amp_rule", args->rule}, {"layer_ranks", counts}, {"layers", layers},
+                          {"planning_seconds", took}, {"profile_device", profile.device},
                           {"profile_threads", profile.threads}});
             }
           }};
