@@ -47,7 +47,10 @@ const std::vector<JobKey>& job_schema() {
       {"schedule", "step_size", "0", "steps", "[0, 2147483647]", "step: multiply the rate by gamma every step_size steps"},
       {"schedule", "gamma", "0.1", "factor", "(0, 1]", "step: decay factor"},
       {"schedule", "min_lr", "0", "learning rate", "[0, optimizer.lr]", "cosine: rate reached at the last step"},
-      {"parallel", "plan", "", "path", "", "Plan file (JSON) giving each layer its ranks; empty: data parallel over all ranks. Relative to the job file's folder"},
+      {"parallel", "plan", "", "path | auto", "", "Plan file (JSON) giving each layer its ranks; empty: data parallel over all ranks. Relative to the job file's folder. auto: planned at start-up from the layer and network profiles in profile_cache, measured there once (docs/parallel.md)"},
+      {"parallel", "amp_limit", "2", "ratio", "[1, 1000000]", "plan = auto: the amplification limit: a layer gets n ranks only if n x its time on them <= amp_limit x its time on one (docs/profiles.md)"},
+      {"parallel", "amp_rule", "compute", "compute | layer-time", "", "plan = auto: what the limit bounds: the layer's compute, or its compute, gradient sync and incoming transfers (DeepPool's rule)"},
+      {"parallel", "profile_cache", "burstpool-profiles", "path", "", "plan = auto: folder of cached layer profiles (per model, device, threads and host) and network profiles (per rank count and hosts), relative to the working folder"},
       {"parallel", "bucket_mb", "25", "MiB", "(0, 4096]", "Gradient allreduce bucket size"},
       {"parallel", "layer_timing", "false", "boolean", "", "Report transfer and allreduce seconds per layer in the metrics; each layer's gradient allreduce then runs on its own, without overlap"},
       {"parallel", "sync_batchnorm", "true", "boolean", "", "Batch-norm statistics over all ranks of a layer (the same result as one rank); false: each rank normalises its own slice, as PyTorch DDP does without SyncBatchNorm, and no reduction runs inside the step (evaluations and checkpoints then use each layer's first rank's running statistics)"},
@@ -293,7 +296,11 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   c.schedule.gamma = v.number("schedule", "gamma");
   c.schedule.min_lr = v.number("schedule", "min_lr");
 
-  c.plan_path = resolve(base, v.str("parallel", "plan"));
+  const std::string plan = v.str("parallel", "plan");
+  c.plan_path = plan == "auto" ? plan : resolve(base, plan);
+  c.amp_limit = v.number("parallel", "amp_limit");
+  c.amp_rule = v.choice("parallel", "amp_rule", {"compute", "layer-time"});
+  c.profile_cache = v.str("parallel", "profile_cache");
   c.bucket_bytes = static_cast<size_t>(v.number("parallel", "bucket_mb") * 1024.0f * 1024.0f);
   c.layer_timing = v.boolean("parallel", "layer_timing");
   c.sync_batchnorm = v.boolean("parallel", "sync_batchnorm");

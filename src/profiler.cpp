@@ -110,7 +110,7 @@ ModelProfile profile_model(const ModelSpec& spec, const ProfileOptions& options)
   p.model = spec.name;
   p.fingerprint = model_fingerprint(spec);
   p.device = options.device;
-  p.threads = configure_threads(0);
+  p.threads = configure_threads(options.threads);
   p.batches = options.batches;
   for (int b : options.batches) {
     if (b < 1) throw Error(fmt::format("--batches: {} is not a positive batch size", b));

@@ -10,6 +10,7 @@
 
 #include <mpi.h>
 
+#include "burstpool/auto_plan.hpp"
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/executor.hpp"
 #include "burstpool/memory.hpp"
@@ -74,8 +75,14 @@ EvalPoint evaluate(Executor& exec, const Dataset& test, const JobConfig& job) {
   return p;
 }
 
-Plan plan_for(const JobConfig& job, const ModelSpec& spec, int world_size) {
+Plan plan_for(const JobConfig& job, const ModelSpec& spec, int world_size, TrainResult& r) {
   if (job.plan_path.empty()) return job_data_parallel_plan(job, spec, world_size);
+  if (job.plan_path == "auto") {
+    const AutoPlan made = auto_plan(job, spec, r.threads);
+    r.predicted_step_seconds = made.predicted_step_s;
+    r.plan_file = made.path;
+    return made.plan;
+  }
   Plan plan = load_plan(job.plan_path);
   if (plan.global_batch != job.batch_size)
     throw Error(fmt::format("{}: the plan is for global batch {}, the job trains with batch {} (set --batch-size {})",
@@ -163,7 +170,7 @@ TrainResult train(const JobConfig& job) {
 
   const ModelSpec spec = load_job_model(job);
   r.model = spec.name;
-  const Plan plan = plan_for(job, spec, w.size);
+  const Plan plan = plan_for(job, spec, w.size, r);
   validate_plan(plan, spec, w.size);
   require_memory(job, spec, plan, MPI_COMM_WORLD);
   TrainingSession session(job, spec, plan, MPI_COMM_WORLD);
@@ -193,7 +200,7 @@ TrainResult train(const JobConfig& job) {
     fmt::print("burstpool: job '{}', model '{}' ({} parameters), {} training samples, global batch {}, {} steps, "
                "{} rank(s) x {} thread(s), {}, {}, job id {}\n",
                job.name, spec.name, model.param_count(), data.train.size(), job.batch_size, total, w.size, r.threads,
-               job.plan_path.empty() ? "data parallel" : "plan " + job.plan_path,
+               job.plan_path.empty() ? "data parallel" : "plan " + plan.source,
                exec.device() ? exec.device()->describe() : "CPU", w.job_id);
   std::unique_ptr<Multiplexer> multiplex;
   bool with_background = !job.background.job_path.empty();
@@ -439,6 +446,11 @@ nlohmann::json metrics_json(const TrainResult& r) {
   out["epochs_to_target"] = number(r.epochs_to_target);
   out["wall_to_target_seconds"] = number(r.wall_to_target_seconds);
   out["stopped_by"] = r.stopped_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.stopped_by);
+  if (!r.plan_file.empty()) {
+    out["plan_file"] = r.plan_file;
+    out["predicted_step_seconds"] = r.predicted_step_seconds;
+    out["measured_step_seconds"] = r.batch_size / std::max(1e-9, r.samples_per_second);
+  }
   if (r.multiplex) {
     const MultiplexResult& m = *r.multiplex;
     const BackgroundReport& b = m.background;

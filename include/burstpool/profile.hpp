@@ -53,6 +53,7 @@ struct ProfileOptions {
   // Where the layers run: cpu, cuda (the GPU of this node-local rank) or
   // twin (the device code path in host memory); make_device_model's names.
   std::string device = "cpu";
+  int threads = 0;  // OpenMP threads to measure with; 0: as configure_threads(0) chooses
   // Told after each batch size: the batch and the seconds it took (progress output).
   std::function<void(int, double)> progress;
 };

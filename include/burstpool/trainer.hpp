@@ -65,6 +65,9 @@ struct TrainResult {
   double target_accuracy = 0;     // [train] target_accuracy; 0: none
   double time_to_target_seconds = NAN, epochs_to_target = NAN;  // training seconds, epochs; NaN: not reached
   double wall_to_target_seconds = NAN;  // wall seconds from the start, loading and evaluations included
+  // [parallel] plan = auto: the plan's file and the planner's predicted step (0: not planned here).
+  std::string plan_file;
+  double predicted_step_seconds = 0;
   std::string stopped_by;  // the signal that ended training early (include/burstpool/stop.hpp); "": none
   std::string device = "CPU";  // where the layers ran (DeviceModel::describe)
   std::vector<std::pair<std::string, int>> hosts;  // each host and its ranks (world_hosts)

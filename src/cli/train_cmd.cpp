@@ -69,7 +69,9 @@ Command add_train(CLI::App& app) {
   sub->add_option("--seed", args->seed, "Seed (overrides [job] seed)")->check(kNonNegative);
   sub->add_option("--metrics", args->metrics, "Write metrics JSON here (overrides [output] metrics)");
   sub->add_option("--checkpoint", args->checkpoint, "Write an HDF5 checkpoint here (overrides [output] checkpoint)");
-  sub->add_option("--plan", args->plan, "Plan file (JSON) with each layer's ranks (overrides [parallel] plan)");
+  sub->add_option("--plan", args->plan,
+                  "Plan file (JSON) with each layer's ranks, or auto: planned at start-up from cached profiles "
+                  "(overrides [parallel] plan)");
   sub->add_flag("--resume", args->resume, "Continue from the newest valid checkpoint at the checkpoint path");
   sub->add_option("--set", args->sets, "Override any job key: section.key=value (repeatable)");
   sub->add_option("--trace", args->trace,
@@ -87,7 +89,8 @@ Command add_train(CLI::App& app) {
             flag(args->seed, "job.seed");
             if (!args->metrics.empty()) overrides.push_back("output.metrics=" + args->metrics);
             if (!args->checkpoint.empty()) overrides.push_back("output.checkpoint=" + args->checkpoint);
-            if (!args->plan.empty()) overrides.push_back("parallel.plan=" + absolute(args->plan));
+            if (!args->plan.empty())
+              overrides.push_back("parallel.plan=" + (args->plan == "auto" ? args->plan : absolute(args->plan)));
             overrides.insert(overrides.end(), args->sets.begin(), args->sets.end());
             JobConfig job = load_job(args->job, overrides);
             job.resume = args->resume;
@@ -118,6 +121,10 @@ Command add_train(CLI::App& app) {
               fmt::print("done: {} steps in {:.1f} s, {:.1f} samples/s, final loss {:.4f}, test accuracy {}\n",
                          result.steps, result.wall_seconds, result.samples_per_second, result.final_loss,
                          std::isfinite(result.test_accuracy) ? fmt::format("{:.4f}", result.test_accuracy) : "n/a");
+            if (world().rank == 0 && !result.plan_file.empty())
+              fmt::print("plan auto: predicted step {:.2f} ms, measured {:.2f} ms ({})\n",
+                         1e3 * result.predicted_step_seconds,
+                         1e3 * result.batch_size / std::max(1e-9, result.samples_per_second), result.plan_file);
             if (world().rank == 0 && result.multiplex) {
               const MultiplexResult& m = *result.multiplex;
               fmt::print("multiplexing: cluster throughput {:.3f} against data parallel alone ({:.3f} against the "

@@ -1,0 +1,159 @@
+#include "burstpool/auto_plan.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "burstpool/error.hpp"
+#include "burstpool/planner.hpp"
+#include "burstpool/profile.hpp"
+#include "burstpool/runtime.hpp"
+#include "burstpool/session.hpp"
+
+namespace burstpool {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A name part safe in any file system: letters, digits, '.', '-', '_'.
+std::string safe(const std::string& text) {
+  std::string out = text;
+  for (char& c : out)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  return out;
+}
+
+// Per-rank batches a plan can give a layer, 1 .. the global batch: powers of
+// two, up to 128 (the cost model extends the largest one's per-sample time).
+std::vector<int> profile_batches(int global_batch) {
+  std::vector<int> batches;
+  for (int b = 1; b <= std::min(global_batch, 128); b *= 2) batches.push_back(b);
+  return batches;
+}
+
+// Rank 0: the cached layer profile, or a new one measured and cached.
+ModelProfile layer_profile(const JobConfig& job, const ModelSpec& spec, int threads, const std::string& file) {
+  if (fs::exists(file)) {
+    try {
+      ModelProfile p = load_profile(file, spec);
+      if (p.threads == threads && p.device == job.device) {
+        fmt::print("plan auto: layer profile from {}\n", file);
+        return p;
+      }
+      fmt::print(stderr, "burstpool: warning: {} was measured with {} thread(s) on {}, not {} on {}; measuring again\n",
+                 file, p.threads, p.device, threads, job.device);
+    } catch (const Error& e) {
+      fmt::print(stderr, "burstpool: warning: cached profile refused: {}; measuring again\n", e.what());
+    }
+  }
+  ProfileOptions o;
+  o.batches = profile_batches(job.batch_size);
+  o.warmup = 1;
+  o.repeats = 3;
+  o.device = job.device;
+  o.threads = threads;
+  fmt::print("plan auto: measuring the layer profile of '{}' at batches {} (once: cached in {})\n", spec.name,
+             fmt::join(o.batches, ","), file);
+  std::fflush(stdout);
+  ModelProfile p = profile_model(spec, o);
+  save_profile(p, file);
+  return p;
+}
+
+// Collective: the cached network profile (rank 0 reads it), or one measured
+// by every rank and cached by rank 0. Every rank returns rank 0's models.
+std::pair<LinkModel, LinkModel> network(const std::string& file, int world_size) {
+  const bool root = world().rank == 0;
+  int cached = 0;
+  NetworkProfile net;
+  if (root && fs::exists(file)) {
+    try {
+      net = load_network(file);
+      cached = net.ranks == world_size;
+      if (!cached) fmt::print(stderr, "burstpool: warning: {} is for {} ranks; measuring again\n", file, net.ranks);
+    } catch (const Error& e) {
+      fmt::print(stderr, "burstpool: warning: cached network profile refused: {}; measuring again\n", e.what());
+    }
+  }
+  BP_MPI_CHECK(MPI_Bcast(&cached, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  if (cached && root) fmt::print("plan auto: network profile from {}\n", file);
+  if (!cached) {
+    if (root) fmt::print("plan auto: measuring the network between {} ranks (once: cached in {})\n", world_size, file);
+    std::fflush(stdout);
+    net = profile_network(16.0 * (1 << 20), 3);
+    if (root) save_network(net, file);
+  }
+  double links[4] = {net.p2p.latency_s, net.p2p.bandwidth_bytes_per_s, net.allreduce.latency_s,
+                     net.allreduce.bandwidth_bytes_per_s};
+  BP_MPI_CHECK(MPI_Bcast(links, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  return {{links[0], links[1]}, {links[2], links[3]}};
+}
+
+std::string plan_file(const JobConfig& job, const std::string& cache, int ranks) {
+  if (job.metrics_path.empty()) return fmt::format("{}/{}-{}ranks.plan.json", cache, safe(job.name), ranks);
+  std::string stem = job.metrics_path;
+  if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".json") == 0) stem.resize(stem.size() - 5);
+  return stem + ".plan.json";
+}
+
+}  // namespace
+
+AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
+  const WorldInfo& w = world();
+  const std::string cache = job.profile_cache;
+  int made = 1;
+  if (w.rank == 0) {
+    std::error_code error;
+    fs::create_directories(cache, error);
+    made = !error && fs::is_directory(cache);
+  }
+  BP_MPI_CHECK(MPI_Bcast(&made, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  if (!made)
+    throw Error(fmt::format("{}: [parallel] profile_cache: cannot create the folder {}", job.file, cache));
+  std::string hosts;
+  for (const auto& [host, count] : world_hosts()) hosts += fmt::format("{}x{}_", safe(host), count);
+  const auto [p2p, allreduce] =
+      w.size > 1 ? network(fmt::format("{}/network-{}ranks-{:016x}.json", cache, w.size, std::hash<std::string>{}(hosts)),
+                           w.size)
+                 : std::pair<LinkModel, LinkModel>{{1e-6, 1e10}, {1e-6, 1e10}};
+  std::vector<int> counts(spec.layers.size(), 1);
+  double times[2] = {0, 0};
+  AutoPlan result;
+  result.path = plan_file(job, cache, w.size);
+  if (w.rank == 0) {
+    const std::string file = fmt::format("{}/{}-{}-{}-{}threads-{}.json", cache, safe(spec.name),
+                                         model_fingerprint(spec), safe(job.device), threads, safe(w.host));
+    const ModelProfile profile = layer_profile(job, spec, threads, file);
+    PlannerOptions o;
+    o.ranks = w.size;
+    o.global_batch = job.batch_size;
+    o.amp_limit = job.amp_limit;
+    o.amp_rule = job.amp_rule == "layer-time" ? PlannerOptions::AmpRule::layer_time : PlannerOptions::AmpRule::compute;
+    o.p2p = p2p;
+    o.allreduce = allreduce;
+    const PlanResult planned = plan_model(spec, profile, o);
+    const PlanResult dp =
+        plan_cost(spec, profile, o, data_parallel_plan(spec, std::min(w.size, job.batch_size), job.batch_size));
+    for (size_t i = 0; i < spec.layers.size(); ++i) counts[i] = static_cast<int>(planned.plan.layer_ranks[i].size());
+    times[0] = planned.iteration_s;
+    times[1] = dp.iteration_s;
+    save_plan(planned.plan, result.path);
+  }
+  BP_MPI_CHECK(MPI_Bcast(counts.data(), static_cast<int>(counts.size()), MPI_INT, 0, MPI_COMM_WORLD));
+  BP_MPI_CHECK(MPI_Bcast(times, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  result.plan = job_data_parallel_plan(job, spec, w.size);
+  result.plan.source = result.path;
+  for (size_t i = 0; i < counts.size(); ++i) result.plan.layer_ranks[i].resize(counts[i]);
+  result.predicted_step_s = times[0];
+  result.data_parallel_step_s = times[1];
+  if (w.rank == 0) {
+    const long fewer = std::count_if(counts.begin(), counts.end(), [&](int n) { return n < w.size; });
+    fmt::print("plan auto: {} of {} layers on fewer than {} ranks; predicted step {:.2f} ms (data parallel {:.2f} ms); "
+               "amplification limit {} ({} rule); plan in {}\n",
+               fewer, counts.size(), w.size, 1e3 * times[0], 1e3 * times[1], job.amp_limit, job.amp_rule, result.path);
+  }
+  return result;
+}
+
+}  // namespace burstpool

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# train --plan auto on 2 ranks: the first run measures the layer and network
+# profiles and caches them, the second reuses both (the log says which), and
+# training with the plan it wrote, passed by hand, ends with the same
+# checkpoint bit for bit; the metrics give the plan's predicted and measured
+# step. A cached profile that does not load is named and measured again.
+# Usage: plan_auto.sh BURSTPOOL_BINARY SOURCE_DIR
+set -u
+source "$(dirname "$0")/lib/harness.sh" "$@"
+cd "$work" || exit 1
+
+synthetic_job "$work/job.ini" "$src/jobs/models/lenet5.ini" "log_every = 10" "[parallel]" "amp_limit = 1.05"
+run() {  # run NAME [options]: 2 ranks, 20 steps, output in NAME.out, metrics NAME.json, checkpoint NAME.h5
+  local name=$1
+  shift
+  timeout 300 mpirun -np 2 "$bin" train "$work/job.ini" --steps 20 --metrics "$work/$name.json" \
+    --checkpoint "$work/$name.h5" "$@" >"$work/$name.out" 2>&1 || fail "$name: $(tail -3 "$work/$name.out")"
+}
+
+run first --plan auto
+if grep -q "measuring the layer profile" first.out && grep -q "measuring the network" first.out &&
+  [[ $(ls burstpool-profiles | wc -l) -eq 2 ]]; then
+  echo "ok   first run measured and cached: $(ls burstpool-profiles | tr '\n' ' ')"
+else
+  fail "first run: $(grep 'plan auto' first.out)"; ls burstpool-profiles
+fi
+run second --plan auto
+if grep -q "layer profile from burstpool-profiles/" second.out && grep -q "network profile from" second.out &&
+  ! grep -q measuring second.out; then
+  echo "ok   second run reused both profiles: $(grep -m1 'layers on fewer' second.out | cut -c1-90)"
+else
+  fail "second run: $(grep 'plan auto' second.out)"
+fi
+run by_hand --plan "$work/second.plan.json"
+h5same second.h5 by_hand.h5 && echo "ok   the plan passed by hand trains to the same checkpoint" ||
+  fail "--plan auto and its plan by hand differ"
+if out=$(python3 - <<'PY' 2>&1
+import json
+m, plan = json.load(open("second.json")), json.load(open("second.plan.json"))
+assert m["plan_file"].endswith("second.plan.json") and m["predicted_step_seconds"] > 0 and m["measured_step_seconds"] > 0, m
+counts = {e["name"]: e["ranks"] for e in plan["layers"]}
+print(f"predicted {1e3 * m['predicted_step_seconds']:.2f} ms, measured {1e3 * m['measured_step_seconds']:.2f} ms, "
+      f"ranks {sorted(set(counts.values()))}")
+PY
+); then echo "ok   metrics: $out"; else fail "metrics: $out"; fi
+
+# A cached layer profile that does not load: named, and measured again.
+profile=$(ls burstpool-profiles/lenet5-*.json)
+echo '{"format": "burstpool-profile", "version": 1' >"$profile"
+run third --plan auto
+if grep -q "cached profile refused: .*$(basename "$profile")" third.out && grep -q "measuring the layer profile" third.out &&
+  python3 -c "import json; json.load(open('$profile'))"; then
+  echo "ok   a broken cache file is named and measured again: $(grep -o 'cached profile refused: [^;]*' third.out | cut -c1-100)"
+else
+  fail "broken cache: $(grep -i 'plan auto\|warning' third.out)"
+fi
+finish plan_auto
