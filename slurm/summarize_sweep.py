@@ -3,7 +3,10 @@
 and scaling.png (samples/s and parallel efficiency against rank count).
 
 The folder holds one metrics file per run: ranks-N.json, or ranks-N-rK.json
-when each point was run several times (BURSTPOOL_REPEATS). A point's figure
+when each point was run several times (BURSTPOOL_REPEATS), and
+burst-ranks-N[-rK].json for runs with a burst plan made at start-up
+(BURSTPOOL_MODES="dp burst"); each mode is summarised on its own, and the
+burst mode is compared with data parallelism at the same rank count. A point's figure
 is the median of its runs; the table and the plot also give the spread
 (lowest and highest). Efficiency above 105% is flagged: more than linear
 speedup usually means the per-rank batch, once small enough, keeps its
@@ -22,24 +25,25 @@ SUPERLINEAR = 1.05  # efficiency above which a point is flagged
 
 
 def load_runs(folder):
-    """{ranks: [metrics, ...]} from ranks-N.json and ranks-N-rK.json."""
+    """{mode: {ranks: [metrics, ...]}} from [burst-]ranks-N[-rK].json."""
     runs = {}
-    for path in sorted(glob.glob(os.path.join(folder, "ranks-*.json"))):
-        if not re.fullmatch(r"ranks-\d+(-r\d+)?\.json", os.path.basename(path)):
+    for path in sorted(glob.glob(os.path.join(folder, "*ranks-*.json"))):
+        match = re.fullmatch(r"(burst-)?ranks-\d+(-r\d+)?\.json", os.path.basename(path))
+        if not match:
             continue
         m = json.load(open(path))
-        runs.setdefault(m["ranks"], []).append(m)
+        runs.setdefault("burst" if match.group(1) else "dp", {}).setdefault(m["ranks"], []).append(m)
     return runs
 
 
-def summarise(runs):
+def summarise(runs, mode="dp"):
     """One point per rank count: median and spread of samples/s, speedup and
     efficiency against the smallest rank count's median."""
     points = []
     for ranks in sorted(runs):
         rates = [m["samples_per_second"] for m in runs[ranks]]
         accs = [m["test_accuracy"] for m in runs[ranks] if m.get("test_accuracy") is not None]
-        points.append({"ranks": ranks, "runs": len(rates), "samples_per_second": statistics.median(rates),
+        points.append({"mode": mode, "ranks": ranks, "runs": len(rates), "samples_per_second": statistics.median(rates),
                        "samples_per_second_min": min(rates), "samples_per_second_max": max(rates),
                        "batch_size": runs[ranks][0]["batch_size"],
                        "test_accuracy": statistics.median(accs) if accs else None,
@@ -68,22 +72,31 @@ def base_linear(points, ranks):
     return base["samples_per_second"] * ranks / base["ranks"]
 
 
+def compare_modes(points):
+    """Each point's samples/s against data parallelism's at its rank count (None without one)."""
+    dp = {p["ranks"]: p["samples_per_second"] for p in points if p["mode"] == "dp"}
+    for p in points:
+        p["vs_dp"] = p["samples_per_second"] / dp[p["ranks"]] if p["ranks"] in dp else None
+
+
 def table(points, folder):
     base = points[0]
     repeats = max(p["runs"] for p in points)
     lines = [f"Strong scaling at global batch {base['batch_size']} ({folder}), "
-             f"median of {repeats} run(s) per point, spread = lowest..highest.", "",
-             "| ranks | runs | samples/s | spread | speedup | efficiency | test accuracy |",
-             "|---|---|---|---|---|---|---|"]
+             f"median of {repeats} run(s) per point, spread = lowest..highest; burst: --plan auto.", "",
+             "| mode | ranks | runs | samples/s | spread | speedup | efficiency | vs dp | test accuracy |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for p in points:
         acc = "n/a" if p["test_accuracy"] is None else f"{p['test_accuracy']:.4f}"
         flag = " (superlinear)" if p["superlinear"] else ""
-        lines.append(f"| {p['ranks']} | {p['runs']} | {p['samples_per_second']:.0f} | "
+        vs = "n/a" if p["vs_dp"] is None else f"{p['vs_dp']:.2f}"
+        lines.append(f"| {p['mode']} | {p['ranks']} | {p['runs']} | {p['samples_per_second']:.0f} | "
                      f"{p['samples_per_second_min']:.0f}..{p['samples_per_second_max']:.0f} | "
-                     f"{p['speedup']:.2f} | {100 * p['efficiency']:.0f}%{flag} | {acc} |")
+                     f"{p['speedup']:.2f} | {100 * p['efficiency']:.0f}%{flag} | {vs} | {acc} |")
     for p in points:
+        base = next(q for q in points if q["mode"] == p["mode"])
         if p["superlinear"]:
-            lines += ["", f"Superlinear at {p['ranks']} ranks ({100 * p['efficiency']:.0f}%): each rank's batch is "
+            lines += ["", f"Superlinear at {p['ranks']} ranks, {p['mode']} ({100 * p['efficiency']:.0f}%): each rank's batch is "
                       f"{p['batch_size'] // p['ranks']} samples against {base['batch_size'] // base['ranks']} at "
                       f"{base['ranks']} rank(s). The likely cause is that the smaller per-rank batch keeps its "
                       "activations in cache, which makes the baseline slow rather than this point fast"
@@ -96,32 +109,39 @@ def plot(points, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    ranks = [p["ranks"] for p in points]
     rate_top, eff_top = axis_limits(points)
     fig, left = plt.subplots(figsize=(6, 4))
-    rates = [p["samples_per_second"] for p in points]
-    spread = [[r - p["samples_per_second_min"] for r, p in zip(rates, points)],
-              [p["samples_per_second_max"] - r for r, p in zip(rates, points)]]
-    left.errorbar(ranks, rates, yerr=spread, fmt="o-", capsize=3, label="samples/s (median, spread)")
-    left.plot(ranks, [base_linear(points, r) for r in ranks], "--", color="grey", label="linear")
+    right = left.twinx()
+    all_ranks = sorted({p["ranks"] for p in points})
+    left.plot(all_ranks, [base_linear(points, r) for r in all_ranks], "--", color="grey", label="linear")
+    for k, mode in enumerate(dict.fromkeys(p["mode"] for p in points)):
+        mine = [p for p in points if p["mode"] == mode]
+        ranks, rates = [p["ranks"] for p in mine], [p["samples_per_second"] for p in mine]
+        spread = [[r - p["samples_per_second_min"] for r, p in zip(rates, mine)],
+                  [p["samples_per_second_max"] - r for r, p in zip(rates, mine)]]
+        colour = f"C{2 * k}"
+        left.errorbar(ranks, rates, yerr=spread, fmt="o-", capsize=3, color=colour,
+                      label=f"{mode} samples/s (median, spread)")
+        right.plot(ranks, [100 * p["efficiency"] for p in mine], "s:", color=f"C{2 * k + 1}", label=f"{mode} efficiency")
+        for p in mine:
+            if p["superlinear"]:
+                right.annotate("superlinear", (p["ranks"], 100 * p["efficiency"]), textcoords="offset points",
+                               xytext=(0, 6), ha="center", fontsize="small", color=f"C{2 * k + 1}")
     left.set_xlabel("ranks")
     left.set_ylabel("training samples/s")
-    left.set_xticks(ranks)
+    left.set_xticks(all_ranks)
     left.set_ylim(0, rate_top)
-    right = left.twinx()
-    right.plot(ranks, [100 * p["efficiency"] for p in points], "s:", color="tab:red", label="efficiency")
-    for p in points:
-        if p["superlinear"]:
-            right.annotate("superlinear", (p["ranks"], 100 * p["efficiency"]), textcoords="offset points",
-                           xytext=(0, 6), ha="center", fontsize="small", color="tab:red")
-    right.axhline(100, color="tab:red", linewidth=0.5)
+    right.axhline(100, color="grey", linewidth=0.5)
     right.set_ylabel("parallel efficiency (%)")
     right.set_ylim(0, eff_top)
-    handles = left.get_lines()[-1:] + left.containers[:1] + right.get_lines()[:1]
-    fig.legend(handles, ["linear", "samples/s (median, spread)", "efficiency"], loc="lower center", ncol=3,
-               fontsize="small")
+    handles, labels = [], []
+    for ax in (left, right):
+        h, l = ax.get_legend_handles_labels()
+        handles += h
+        labels += l
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize="small")
     left.set_title(f"Strong scaling, global batch {points[0]['batch_size']}")
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.tight_layout(rect=(0, 0.06 + 0.04 * ((len(labels) + 1) // 2), 1, 1))
     fig.savefig(path, dpi=100)
 
 
@@ -130,7 +150,8 @@ def main():
     runs = load_runs(folder)
     if not runs:
         sys.exit(f"summarize_sweep: no ranks-*.json in {folder}")
-    points = summarise(runs)
+    points = [p for mode in sorted(runs, key=lambda m: m != "dp") for p in summarise(runs[mode], mode)]
+    compare_modes(points)
     text = table(points, folder)
     open(os.path.join(folder, "summary.md"), "w").write(text)
     rate_top, eff_top = axis_limits(points)

@@ -9,10 +9,7 @@
 set -u
 source "$(dirname "$0")/lib/harness.sh" "$@"
 
-python=""
-for candidate in python3 /usr/bin/python3; do
-  "$candidate" -c "import h5py, numpy" 2>/dev/null && { python=$candidate; break; }
-done
+python=$(python_with h5py numpy)
 [[ -n $python ]] || { echo "skip: no Python with h5py here (Debian: python3-h5py)"; exit 0; }
 
 "$python" "$src/perf/data_memory.py" --binary "$bin" --mb 48 --ranks 2 --steps 20 --rounds 1 \

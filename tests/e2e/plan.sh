@@ -37,10 +37,7 @@ PY
 "$bin" simulate "$work/layer-time.json" --model "$model" --profile "$profile" --bandwidth 12.5 --latency 5 \
   >"$work/sim.out" 2>&1 && echo "ok   the ranges plan reads back: $(head -1 "$work/sim.out")" || fail "simulate: $(cat "$work/sim.out")"
 
-python=""
-for candidate in python3 /usr/bin/python3; do
-  "$candidate" -c "import matplotlib" 2>/dev/null && { python=$candidate; break; }
-done
+python=$(python_with matplotlib)
 if [[ -z $python ]]; then
   echo "skip plot_plan.py: no Python with matplotlib here"
 elif "$python" "$src/scripts/plot_plan.py" "$work/layer-time.json" --summary "$work/layer-time.s.json" \

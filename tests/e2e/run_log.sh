@@ -59,10 +59,7 @@ if out=$(check_log "$work/two.jsonl" "$work/m3.json" 0 2>&1); then echo "ok   2 
 if out=$(check_log "$work/sma.jsonl" "$work/m4.json" 0 2>&1); then echo "ok   sma: $out"; else fail "sma: $out"; fi
 
 # scripts/plot_run.py draws the logs (where a Python with matplotlib is installed).
-python=""
-for candidate in python3 /usr/bin/python3; do
-  "$candidate" -c "import matplotlib" 2>/dev/null && { python=$candidate; break; }
-done
+python=$(python_with matplotlib)
 if [[ -n $python ]]; then
   "$python" "$src/scripts/plot_run.py" "$work/job.jsonl" "$work/two.jsonl" "$work/sma.jsonl" --out "$work/runs.png" \
     >"$work/plot.out" 2>&1 || fail "plot_run.py: $(cat "$work/plot.out")"

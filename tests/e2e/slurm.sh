@@ -74,12 +74,14 @@ fi
 echo "   ($(date +%T))"
 # 3. A strong-scaling sweep, each point run twice: one metrics file per run, a
 #    table of medians and a plot.
-id=$(BURSTPOOL_REPEATS=2 sbatch --parsable --wait --ntasks=2 "$src/slurm/sweep.sbatch" "$(job_file sweep 80)")
+id=$(BURSTPOOL_REPEATS=2 BURSTPOOL_MODES="dp burst" sbatch --parsable --wait --ntasks=2 "$src/slurm/sweep.sbatch" \
+  "$(job_file sweep 80)")
 sweep="$work/runs/sweep-$id"
 if [[ -f $sweep/ranks-1-r1.json && -f $sweep/ranks-1-r2.json && -f $sweep/ranks-2-r1.json &&
-  -f $sweep/ranks-2-r2.json ]] && grep -q "^| 2 | 2 |" "$sweep/summary.md" &&
+  -f $sweep/ranks-2-r2.json && -f $sweep/burst-ranks-2-r2.json ]] && grep -q "^| dp | 2 | 2 |" "$sweep/summary.md" &&
+  grep -q "^| burst | 2 | 2 |" "$sweep/summary.md" &&
   [[ $(head -c 4 "$sweep/scaling.png" | od -An -c | tr -d ' ') == "211PNG" ]]; then
-  echo "ok   sweep.sbatch: job $id wrote ranks-{1,2}-r{1,2}.json, summary.md and scaling.png"
+  echo "ok   sweep.sbatch: job $id wrote {,burst-}ranks-{1,2}-r{1,2}.json, summary.md and scaling.png"
 else
   fail "sweep job $id"; ls "$sweep"; tail "$work/burstpool-sweep-$id.out"
 fi

@@ -7,10 +7,7 @@
 set -u
 source "$(dirname "$0")/lib/harness.sh" "$@"
 
-python=""
-for candidate in python3 /usr/bin/python3; do
-  "$candidate" -c "import matplotlib" 2>/dev/null && { python=$candidate; break; }
-done
+python=$(python_with matplotlib)
 [[ -n $python ]] || { echo "skip: no Python with matplotlib here (Debian: python3-matplotlib)"; exit 0; }
 
 # ranks-N-rK.json: global batch 256; 1 rank ~1000/s, 2 ranks ~3000/s (150%,
@@ -37,7 +34,7 @@ assert p[2]["superlinear"] and not p[4]["superlinear"] and not p[1]["superlinear
 # Every run fits on the axes: the highest efficiency (3200/2/1000 = 160%) and rate (3700/s).
 assert s["axes"]["efficiency_top_percent"] > 160 and s["axes"]["samples_per_second_top"] > 4000, s["axes"]
 md = open(f"{folder}/summary.md").read()
-assert "| 2 | 3 | 3000 | 2800..3200 | 3.00 | 150% (superlinear) |" in md, md
+assert "| dp | 2 | 3 | 3000 | 2800..3200 | 3.00 | 150% (superlinear) | 1.00 |" in md, md
 assert "Superlinear at 2 ranks" in md and "cache" in md, md
 assert open(f"{folder}/scaling.png", "rb").read(4) == b"\x89PNG", "scaling.png"
 print("medians 1000/3000/3600 per s, 2 ranks flagged at 150%, efficiency axis to",
@@ -48,9 +45,20 @@ PY
 # A single run per point keeps the old names (ranks-N.json).
 mkdir "$work/single"
 for n in 1 2; do metrics "single/ranks-$n.json" "$n" $((n * 1000)); done
-if "$python" "$src/slurm/summarize_sweep.py" "$work/single" >"$work/out2" 2>&1 && grep -q "^| 2 | 1 | 2000 |" "$work/single/summary.md"; then
+if "$python" "$src/slurm/summarize_sweep.py" "$work/single" >"$work/out2" 2>&1 && grep -q "^| dp | 2 | 1 | 2000 |" "$work/single/summary.md"; then
   echo "ok   one run per point"
 else
   fail "one run per point: $(cat "$work/out2")"
+fi
+# Two modes: burst points are summarised on their own and compared with dp at each rank count.
+mkdir "$work/modes"
+for n in 1 2; do metrics "modes/ranks-$n.json" "$n" $((n * 1000)); metrics "modes/burst-ranks-$n.json" "$n" $((n * 1100)); done
+if "$python" "$src/slurm/summarize_sweep.py" "$work/modes" >"$work/out3" 2>&1 &&
+  grep -q "^| burst | 2 | 1 | 2200 | 2200..2200 | 2.00 | 100% | 1.10 |" "$work/modes/summary.md" &&
+  grep -q "^| dp | 2 | 1 | 2000 |" "$work/modes/summary.md" &&
+  [[ $(head -c 4 "$work/modes/scaling.png" | od -An -c | tr -d ' ') == "211PNG" ]]; then
+  echo "ok   dp and burst: burst 1.10x dp at 2 ranks"
+else
+  fail "modes: $(cat "$work/out3")"
 fi
 finish sweep_summary

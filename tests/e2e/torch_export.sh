@@ -10,10 +10,7 @@
 set -u
 source "$(dirname "$0")/lib/harness.sh" "$@"
 
-python=""
-for candidate in python3 /usr/bin/python3; do
-  "$candidate" -c "import torch, h5py" 2>/dev/null && { python=$candidate; break; }
-done
+python=$(python_with torch h5py)
 [[ -n $python ]] || { echo "skip: no Python with torch and h5py here (Debian: python3-torch python3-h5py)"; exit 0; }
 
 cat >"$work/model.ini" <<'INI'

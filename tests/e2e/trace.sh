@@ -24,11 +24,11 @@ PY
 
 # check_trace TRACE PLAN METRICS STEPS: the checks above; METRICS "-" skips the idle comparison.
 check_trace() {
-  python3 - "$@" "$src/tests/e2e/lib" <<'PY'
+  python3 - "$@" "$src/scripts" <<'PY'
 import json, sys
 trace, plan, metrics, steps = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3], [int(s) for s in sys.argv[4].split(",")]
 sys.path.insert(0, sys.argv[-1])
-from plans import ranks_of as ranges
+from plot_plan import rank_list as ranges
 t = json.load(open(trace))  # valid JSON, or this fails
 events = [e for e in t["traceEvents"] if e["ph"] == "X"]
 names = {e["pid"]: e["args"]["name"] for e in t["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
@@ -91,11 +91,11 @@ if [[ $bg =~ ^[0-9]+$ && $bg -gt 0 ]]; then echo "ok   background: $bg backgroun
 "$bin" profile "$src/jobs/models/lenet5.ini" --batches 1,2,4,8,16,32 --out "$work/p.json" >/dev/null
 "$bin" simulate "$work/plan.json" --model "$src/jobs/models/lenet5.ini" --profile "$work/p.json" --bandwidth 10 \
   --latency 5 --out "$work/s.json" --trace "$work/st.json" >"$work/out4" 2>&1 || fail "simulate: $(cat "$work/out4")"
-if out=$(python3 - "$work/st.json" "$work/s.json" "$work/plan.json" "$src/tests/e2e/lib" <<'PY' 2>&1
+if out=$(python3 - "$work/st.json" "$work/s.json" "$work/plan.json" "$src/scripts" <<'PY' 2>&1
 import json, sys
 t, s, plan = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 sys.path.insert(0, sys.argv[-1])
-from plans import ranks_of as ranges
+from plot_plan import rank_list as ranges
 events = [e for e in t["traceEvents"] if e["ph"] == "X"]
 for layer in plan["layers"]:
     if layer["name"] != "data":

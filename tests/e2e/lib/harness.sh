@@ -2,7 +2,7 @@
 # tests/e2e/*.sh). From the script's arguments BINARY SOURCE_DIR: absolute
 # $bin and $src; one OpenMP thread; Open MPI allowed to run as root, waiting
 # ranks yielding their core; a scratch folder $work removed on exit; a
-# failure count kept by fail() and reported by finish(); h5same; corrupt;
+# failure count kept by fail() and reported by finish(); python_with; h5same; corrupt;
 # background_job; synthetic_job (lib/jobs.sh).
 # Usage: source "$(dirname "$0")/lib/harness.sh" "$@"
 bin=$(realpath "$1")
@@ -17,6 +17,14 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 finish() {
   echo "$1: $failures failure(s)"
   [[ $failures -eq 0 ]]
+}
+# python_with MODULE...: the first of python3 and Debian's /usr/bin/python3
+# that imports every MODULE (empty when none does).
+python_with() {
+  local candidate modules="$*"
+  for candidate in python3 /usr/bin/python3; do
+    "$candidate" -c "import ${modules// /, }" 2>/dev/null && { echo "$candidate"; return; }
+  done
 }
 # h5same A B: checkpoints A and B hold the same training state bit for bit:
 # everything but /history, the run's record of seconds and evaluations.
