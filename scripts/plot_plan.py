@@ -14,7 +14,7 @@ import sys
 
 
 def rank_list(ranks):
-    """A plan entry's ranks: an array, or ranges such as "0-3,6"."""
+    """A plan entry's ranks as a list: an array as it is, ranges such as "0-3,6" expanded (also for the tests)."""
     if isinstance(ranks, list):
         return ranks
     out = []
