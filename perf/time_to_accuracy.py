@@ -52,15 +52,15 @@ GRID = {
          "optimizer.lr": lr, "optimizer.nesterov": "true", "schedule.warmup_steps": 58}
         for e in (10, 20) for lr in (0.05, 0.1, 0.2, 0.4)],
     "sma, batch 16 per learner, auto-tuned learners": [
-        {"sync.strategy": "sma", "train.batch_size": 16, "train.epochs": 5, "train.eval_every": 470,
+        {"sync.strategy": "sma", "train.learner_batch_size": 16, "train.epochs": 5, "train.eval_every": 470,
 
          "optimizer.lr": lr, "sync.alpha": 0.1} for lr in (0.01, 0.02, 0.05)],
     "local-sgd, batch 16, average every 8": [
-        {"sync.strategy": "local-sgd", "train.batch_size": 16, "train.epochs": 5, "train.eval_every": 470,
+        {"sync.strategy": "local-sgd", "train.learner_batch_size": 16, "train.epochs": 5, "train.eval_every": 470,
 
          "optimizer.lr": lr, "sync.local_steps": 8} for lr in (0.01, 0.02, 0.05)],
     "shadow, batch 16": [
-        {"sync.strategy": "shadow", "train.batch_size": 16, "train.epochs": 5, "train.eval_every": 470,
+        {"sync.strategy": "shadow", "train.learner_batch_size": 16, "train.epochs": 5, "train.eval_every": 470,
 
          "optimizer.lr": lr} for lr in (0.01, 0.02, 0.05)],
 }
@@ -69,6 +69,8 @@ GRID = {
 def run(build, tmp, settings, log):
     # Progress records for the plot: about 12 per epoch (58 ssgd steps, ~1875 learner iterations an epoch).
     settings = {"train.log_every": 5 if settings["sync.strategy"] == "ssgd" else 160, **settings}
+    if settings["sync.strategy"] != "ssgd" and "train.batch_size" in settings:  # results written before the key
+        settings["train.learner_batch_size"] = settings.pop("train.batch_size")
     job = os.path.join(tmp, "job.ini")
     open(job, "w").write(BASE)
     metrics = os.path.join(tmp, "m.json")

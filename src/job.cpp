@@ -30,7 +30,8 @@ const std::vector<JobKey>& job_schema() {
       {"data", "normalize_std", "1", "pixel value", "(0, 1e6]", "Divides after subtracting the mean; > 0"},
       {"data", "synthetic_train_samples", "1024", "samples", "[1, 100000000]", "synthetic: training set size"},
       {"data", "synthetic_test_samples", "256", "samples", "[0, 100000000]", "synthetic: test set size; 0: no evaluation"},
-      {"train", "batch_size", "64", "samples", "[1, 10000000]", "Global batch per step, summed over all ranks"},
+      {"train", "batch_size", "64", "samples", "[1, 10000000]", "Global batch per step, summed over all ranks (sync.strategy = ssgd). For sma, shadow and local-sgd use learner_batch_size; batch_size still works there as each learner's batch, with a note"},
+      {"train", "learner_batch_size", "0", "samples", "[0, 10000000]", "sync.strategy = sma, shadow or local-sgd: the samples each learner takes per iteration; 0: batch_size"},
       {"train", "steps", "0", "steps", "[0, 2147483647]", "Training steps; 0: epochs decide"},
       {"train", "epochs", "1", "epochs", "[1, 1000000]", "Passes over the training set when steps = 0 (last partial batch dropped)"},
       {"train", "eval_every", "0", "steps", "[0, 2147483647]", "Test-set evaluation cadence; 0: at the end of every epoch. Always at the end"},
@@ -146,6 +147,8 @@ class Values {
     it->second.where = where;
   }
   const Value& get(const char* section, const char* key) const { return values_.at(id(section, key)); }
+  // Whether the job file or an override set the key (else it has its default).
+  bool given(const char* section, const char* key) const { return get(section, key).where != "default"; }
 
   std::string str(const char* s, const char* k) const { return get(s, k).text; }
   // Numbers, checked against the schema's range.
@@ -219,6 +222,30 @@ std::string resolve(const std::string& base, const std::string& path) {
 }
 
 }  // namespace
+
+// One batch key per meaning: [train] learner_batch_size is a learner's batch
+// (sma, shadow, local-sgd), batch_size the global batch (ssgd). Learners still
+// read batch_size as their batch when learner_batch_size is not given, with a
+// note. c.batch_size ends as the batch the strategy's loop takes.
+static void learner_batch(const Values& v, JobConfig& c) {
+  const int learner = static_cast<int>(v.integer("train", "learner_batch_size"));
+  if (c.sync.strategy == "ssgd") {
+    if (learner > 0) v.fail("train", "learner_batch_size", "is for sma, shadow and local-sgd; ssgd takes batch_size");
+    return;
+  }
+  if (learner == 0) {
+    if (v.given("train", "batch_size"))
+      c.batch_note = fmt::format("note: [train] batch_size = {} is read as each learner's batch (sync.strategy = {}); "
+                                 "name it [train] learner_batch_size",
+                                 c.batch_size, c.sync.strategy);
+    return;
+  }
+  if (v.given("train", "batch_size") && c.batch_size != learner)
+    v.fail("train", "learner_batch_size",
+           fmt::format("{} and batch_size {} both give the learners' batch; keep learner_batch_size", learner,
+                       c.batch_size));
+  c.batch_size = learner;
+}
 
 JobConfig load_job(const std::string& path, const std::vector<std::string>& overrides) {
   IniDocument doc = IniDocument::parse_file(path);
@@ -324,6 +351,7 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   if (c.sync.strategy != "ssgd" && c.sync.strategy != "sma" && c.sync.learners == 0) c.sync.learners = 1;
   if (c.sync.strategy == "sma" && c.sgd.nesterov) v.fail("optimizer", "nesterov", "sma uses plain momentum (the CROSSBOW update, docs/learners.md)");
   if (c.sync.strategy != "ssgd" && !c.plan_path.empty()) v.fail("parallel", "plan", "plans are for ssgd; small-batch learners each hold the whole model");
+  learner_batch(v, c);
   const std::string background = v.str("background", "job");
   c.background.job_path = background == "none" ? "" : resolve(base, background);
   c.background.calibrate_steps = static_cast<int>(v.integer("background", "calibrate_steps"));

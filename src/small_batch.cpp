@@ -259,6 +259,7 @@ TrainResult train_small_batch(const JobConfig& job) {
   };
 
   const bool chatty = w.rank == 0;
+  if (chatty && !job.batch_note.empty()) fmt::print("{}\n", job.batch_note);
   if (chatty)
     fmt::print("burstpool: job '{}', model '{}' ({} parameters), {} training samples, {} x {} learner(s) of batch {}, "
                "strategy {}{}, {} thread(s) per rank, job id {}\n",

@@ -71,7 +71,8 @@ struct JobConfig {
   int synthetic_train = 0, synthetic_test = 0;
 
   // [train]
-  int batch_size = 64;  // global batch, samples
+  int batch_size = 64;  // global batch (ssgd), or each learner's batch (sma, shadow, local-sgd: learner_batch_size)
+  std::string batch_note;  // said once at the start: batch_size read as the learners' batch
   int64_t steps = 0;    // 0: epochs decide
   int epochs = 1;
   int64_t eval_every = 0;  // steps; 0: at the end of every epoch

@@ -64,7 +64,9 @@ Command add_train(CLI::App& app) {
   sub->add_option("job", args->job, "Job file (INI)")->required();
   sub->add_option("--steps", args->steps, "Training steps (overrides [train] steps)")->check(kPositive);
   sub->add_option("--epochs", args->epochs, "Epochs (overrides [train] epochs)")->check(kPositive);
-  sub->add_option("--batch-size", args->batch, "Global batch (overrides [train] batch_size)")
+  sub->add_option("--batch-size", args->batch,
+                  "Global batch (overrides [train] batch_size); the learners of sma, shadow and local-sgd take "
+                  "[train] learner_batch_size each (--set train.learner_batch_size=B)")
       ->check(kPositive);
   sub->add_option("--seed", args->seed, "Seed (overrides [job] seed)")->check(kNonNegative);
   sub->add_option("--metrics", args->metrics, "Write metrics JSON here (overrides [output] metrics)");

@@ -95,6 +95,32 @@ TEST(Job, RulesAcrossKeys) {
             "many alone)");
 }
 
+// One key per meaning: learner_batch_size for the learners, batch_size for
+// ssgd; batch_size still works for learners, with a note; both at once must agree.
+TEST(Job, LearnerBatchSize) {
+  const std::string job = "[job]\nmodel = m.ini\n[sync]\nstrategy = sma\n[train]\n";
+  auto load = [](const std::string& text) {
+    const std::string path = write_job(text);
+    JobConfig c = load_job(path);
+    std::remove(path.c_str());
+    return c;
+  };
+  JobConfig c = load(job + "learner_batch_size = 16\n");
+  EXPECT_EQ(c.batch_size, 16);
+  EXPECT_EQ(c.batch_note, "");
+  c = load(job + "batch_size = 8\n");
+  EXPECT_EQ(c.batch_size, 8);
+  EXPECT_EQ(c.batch_note, "note: [train] batch_size = 8 is read as each learner's batch (sync.strategy = sma); name it "
+                          "[train] learner_batch_size");
+  EXPECT_EQ(load(job + "epochs = 1\n").batch_note, "") << "nothing given: the default, no note";
+  EXPECT_EQ(load(job + "batch_size = 16\nlearner_batch_size = 16\n").batch_size, 16);
+  EXPECT_EQ(error_of(job + "batch_size = 32\nlearner_batch_size = 16\n"),
+            "JOB:7: [train] learner_batch_size: 16 and batch_size 32 both give the learners' batch; keep "
+            "learner_batch_size");
+  EXPECT_EQ(error_of("[job]\nmodel = m.ini\n[train]\nlearner_batch_size = 16\n"),
+            "JOB:4: [train] learner_batch_size: is for sma, shadow and local-sgd; ssgd takes batch_size");
+}
+
 // A diverged model (NaN test loss) ends the run with an error instead of exit 0.
 TEST(Job, NonFiniteTestLossEndsTheRun) {
   JobConfig job;
