@@ -199,16 +199,27 @@ PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const 
 
   const bool layer_time = o.amp_rule == PlannerOptions::AmpRule::layer_time;
   // Extends cost vector `t` (state of layer `prev`) through `layers`; records arguments.
+  // The counts a layer may take (the rule with no incoming time: a bound for any), once per layer.
+  std::vector<std::vector<int>> allowed(L);
+  for (int layer = 0; layer < L; ++layer)
+    for (int n = 1; n <= N; ++n)
+      if (cm.allowed(layer, n)) allowed[layer].push_back(n);
+  // The states a cost vector can be in: at large N most counts are never allowed.
+  auto reachable = [&](const std::vector<double>& t) {
+    std::vector<int> states;
+    for (int m = 1; m <= N; ++m)
+      if (t[m] < kInf) states.push_back(m);
+    return states;
+  };
   auto run_chain = [&](const std::vector<int>& layers, int prev, std::vector<double> t,
                        std::vector<std::vector<int>>& args) {
     for (int layer : layers) {
       std::vector<double> next(N + 1, kInf);
       std::vector<int> best(N + 1, 0);
-      for (int n = 1; n <= N; ++n) {
-        if (!cm.allowed(layer, n)) continue;
+      const std::vector<int> states = reachable(t);
+      for (int n : allowed[layer]) {
         const double own = cm.compute(layer, n) + cm.sync(layer, n);
-        for (int m = 1; m <= N; ++m) {
-          if (t[m] == kInf) continue;
+        for (int m : states) {
           const double in = prev < 0 ? 0.0 : cm.transfer(prev, m, n);
           if (layer_time && !cm.allowed(layer, n, in)) continue;
           const double v = t[m] + in + own;
@@ -248,14 +259,13 @@ PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const 
     for (size_t br = 0; br < nb; ++br) {
       const auto& layers = b.branches[br];
       const int end = layers.empty() ? b.fork : layers.back();
-      for (int nf = 1; nf <= N; ++nf) {
-        if (t[nf] == kInf) continue;
+      for (int nf : reachable(t)) {
         std::vector<double> start(N + 1, kInf);
         start[nf] = 0.0;
         const std::vector<double> out = run_chain(layers, b.fork, start, fc.args[br][nf]);
-        for (int nj = 1; nj <= N; ++nj)
-          for (int ne = 1; ne <= N; ++ne) {
-            if (out[ne] == kInf) continue;
+        const std::vector<int> ends = reachable(out);
+        for (int nj : allowed[b.join])
+          for (int ne : ends) {
             const double v = out[ne] + cm.transfer(end, ne, nj);
             if (v < cost[br][nf][nj]) cost[br][nf][nj] = v, fc.end_state[br][nf][nj] = ne;
           }
@@ -263,11 +273,10 @@ PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const 
     }
     std::vector<double> next(N + 1, kInf);
     fc.fork_state.assign(N + 1, 0);
-    for (int nj = 1; nj <= N; ++nj) {
-      if (!cm.allowed(b.join, nj)) continue;
+    const std::vector<int> forks_reached = reachable(t);
+    for (int nj : allowed[b.join]) {
       const double own = cm.compute(b.join, nj) + cm.sync(b.join, nj);
-      for (int nf = 1; nf <= N; ++nf) {
-        if (t[nf] == kInf) continue;
+      for (int nf : forks_reached) {
         double branches = 0, into_join = 0;
         for (size_t br = 0; br < nb; ++br) {
           branches += cost[br][nf][nj];
