@@ -15,7 +15,8 @@
 // A step costs the sum over layers of G + Sync + incoming Xfer, branches
 // included: the planner's rank sets are prefixes, so the branches between a
 // fork and its join share rank 0 and run one after another, as the runtime
-// walks them (disjoint branch sets that run at once are not modelled yet).
+// walks them (on disjoint sets they would too: every rank walks one global
+// layer order and sends a slice when its consumer's turn comes; docs/profiles.md).
 // Amplification limit A: layer l may use n ranks only if, by the rule chosen,
 //   compute:    n G(l, n) <= A G(l, 1)
 //   layer-time: n (G(l, n) + Sync(l, n) + incoming Xfer) <= A G(l, 1)
