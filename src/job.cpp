@@ -60,7 +60,7 @@ const std::vector<JobKey>& job_schema() {
       {"output", "checkpoint", "", "path", "", "HDF5 checkpoint, written atomically at the end and at the cadences below; the previous one is kept as <path>.prev. --resume continues from the newer valid one. Placeholders as for metrics"},
       {"output", "checkpoint_every", "0", "steps", "[0, 2147483647]", "Checkpoint cadence in steps; 0: only at the end"},
       {"output", "checkpoint_seconds", "0", "seconds", "[0, 10000000]", "Checkpoint cadence in wall seconds (decided on rank 0); 0: off"},
-      {"sync", "strategy", "ssgd", "ssgd | sma | shadow | local-sgd", "", "How replicas stay together (docs/learners.md): ssgd = synchronous SGD over the plan; sma = synchronous model averaging of small-batch learners; shadow = learners never wait, a thread per rank averages models in the background; local-sgd = average every local_steps. For sma, shadow and local-sgd, [train] batch_size is each learner's batch"},
+      {"sync", "strategy", "ssgd", "ssgd | sma | shadow | local-sgd", "", "How replicas stay together (docs/learners.md): ssgd = synchronous SGD over the plan; sma = synchronous model averaging of small-batch learners; shadow = learners never wait, a thread per rank averages models in the background; local-sgd = average every local_steps. For sma, shadow and local-sgd, [train] learner_batch_size is each learner's batch"},
       {"sync", "learners", "0", "learners", "[0, 64]", "Learners (model replicas, one thread each) per rank; 0: auto-tuned for sma, 1 otherwise. shadow takes 1"},
       {"sync", "max_learners", "8", "learners", "[1, 64]", "Most learners per rank the auto-tuner tries"},
       {"sync", "autotune_threshold", "0.1", "fraction", "[0, 1]", "The auto-tuner adds a learner while throughput grows by more than this; on the first smaller gain it removes the last one and stops"},
@@ -69,6 +69,10 @@ const std::vector<JobKey>& job_schema() {
       {"sync", "average_momentum", "0.9", "factor", "[0, 1)", "sma: momentum on the average model"},
       {"sync", "local_steps", "8", "iterations", "[1, 1000000]", "local-sgd: iterations between model averages"},
       {"sync", "shadow_pause_ms", "0", "milliseconds", "[0, 60000]", "shadow: pause between two background averaging rounds"},
+      {"sync", "shadow_rule", "average", "average | elastic | block-momentum", "", "shadow: what each background round does with the ranks' snapshots (ShadowSync's rules, docs/learners.md): move each model to the mean; elastic averaging (each model pulled towards a centre, the centre towards the models, by shadow_alpha); or block momentum (BMUF: a global model moved by a momentum-filtered block update)"},
+      {"sync", "shadow_alpha", "0.5", "factor", "(0, 1]", "shadow_rule = elastic: the pull between each model and the centre (a round moves the centre by shadow_alpha x the sum of the models' distances from it; keep shadow_alpha x ranks <= 1)"},
+      {"sync", "shadow_block_momentum", "0.5", "factor", "[0, 1)", "shadow_rule = block-momentum: the momentum on the block update"},
+      {"sync", "shadow_block_lr", "1", "factor", "(0, 2]", "shadow_rule = block-momentum: the block learning rate (1 with momentum 0 is plain averaging)"},
       {"background", "job", "", "path", "", "A background job file trained data parallel beside this one on the same ranks, in its own thread at idle priority, on its own communicator (docs/multiplexing.md); empty or none: no background job (--set background.job=none switches it off). Relative to this job file's folder"},
       {"background", "calibrate_steps", "10", "steps", "[2, 1000]", "Steps each job first runs alone to measure its speed alone: a planned foreground trained data parallel (the cluster-throughput reference), the background, then the foreground under its plan; >= 2"},
       {"background", "max_slowdown", "1.1", "factor", "[1, 10]", "The background starts a piece (one layer) only while the foreground's last step took at most this times its time alone"},
@@ -347,6 +351,10 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   c.sync.average_momentum = v.number("sync", "average_momentum");
   c.sync.local_steps = static_cast<int>(v.integer("sync", "local_steps"));
   c.sync.shadow_pause_ms = v.number("sync", "shadow_pause_ms");
+  c.sync.shadow_rule = v.choice("sync", "shadow_rule", {"average", "elastic", "block-momentum"});
+  c.sync.shadow_alpha = v.number("sync", "shadow_alpha");
+  c.sync.shadow_block_momentum = v.number("sync", "shadow_block_momentum");
+  c.sync.shadow_block_lr = v.number("sync", "shadow_block_lr");
   if (c.sync.strategy == "shadow" && c.sync.learners > 1) v.fail("sync", "learners", "shadow runs one learner per rank");
   if (c.sync.strategy != "ssgd" && c.sync.strategy != "sma" && c.sync.learners == 0) c.sync.learners = 1;
   if (c.sync.strategy == "sma" && c.sgd.nesterov) v.fail("optimizer", "nesterov", "sma uses plain momentum (the CROSSBOW update, docs/learners.md)");

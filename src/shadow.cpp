@@ -7,11 +7,42 @@
 
 namespace burstpool {
 
-ShadowAverager::ShadowAverager(MPI_Comm world, float* params, size_t n, std::mutex& lock, double pause_ms)
-    : params_(params), n_(n), lock_(lock), pause_ms_(pause_ms), snapshot_(n + 1), sum_(n + 1) {
+ShadowAverager::ShadowAverager(MPI_Comm world, float* params, size_t n, std::mutex& lock, double pause_ms,
+                               ShadowRule rule)
+    : params_(params), n_(n), lock_(lock), pause_ms_(pause_ms), rule_(rule), snapshot_(n + 1), sum_(n + 1) {
   BP_MPI_CHECK(MPI_Comm_dup(world, &comm_));
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_size(comm_, &size_);
+  if (rule_.kind == ShadowRule::Kind::average) return;
+  shared_.assign(params, params + n);  // the centre or the global model: the ranks' mean
+  if (n > 0)
+    BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, shared_.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_));
+  for (float& v : shared_) v /= static_cast<float>(size_);
+  if (rule_.kind == ShadowRule::Kind::block_momentum) update_.assign(n, 0.0f);
+}
+
+void ShadowAverager::apply() {
+  const float inv = 1.0f / static_cast<float>(size_);
+  switch (rule_.kind) {
+    case ShadowRule::Kind::average:
+      for (size_t i = 0; i < n_; ++i) params_[i] += sum_[i] * inv - snapshot_[i];
+      break;
+    case ShadowRule::Kind::elastic: {
+      const float a = rule_.alpha, ranks = static_cast<float>(size_);
+      for (size_t i = 0; i < n_; ++i) {
+        params_[i] -= a * (snapshot_[i] - shared_[i]);
+        shared_[i] += a * (sum_[i] - ranks * shared_[i]);
+      }
+      break;
+    }
+    case ShadowRule::Kind::block_momentum:
+      for (size_t i = 0; i < n_; ++i) {
+        update_[i] = rule_.block_momentum * update_[i] + rule_.block_lr * (sum_[i] * inv - shared_[i]);
+        shared_[i] += update_[i];
+        params_[i] += shared_[i] - snapshot_[i];
+      }
+      break;
+  }
 }
 
 ShadowAverager::~ShadowAverager() {
@@ -31,10 +62,9 @@ bool ShadowAverager::round() {
   BP_MPI_CHECK(MPI_Iallreduce(snapshot_.data(), sum_.data(), static_cast<int>(n_ + 1), MPI_FLOAT, MPI_SUM, comm_,
                               &request));
   wait_all(1, &request);  // sleeps between polls on this thread (it has a cancel flag)
-  const float inv = 1.0f / static_cast<float>(size_);
   {
     std::lock_guard<std::mutex> guard(lock_);
-    for (size_t i = 0; i < n_; ++i) params_[i] += sum_[i] * inv - snapshot_[i];
+    apply();
   }
   rounds_.fetch_add(1);
   return sum_[n_] >= static_cast<float>(size_);

@@ -224,7 +224,14 @@ TrainResult train_small_batch(const JobConfig& job) {
   std::mutex params_lock;  // shadow: learner 0's parameters, shared with the averaging thread
   std::unique_ptr<ShadowAverager> averager;
   if (shadow) {
-    averager = std::make_unique<ShadowAverager>(MPI_COMM_WORLD, first.params(), n, params_lock, sc.shadow_pause_ms);
+    ShadowRule rule;
+    rule.kind = sc.shadow_rule == "elastic"          ? ShadowRule::Kind::elastic
+                : sc.shadow_rule == "block-momentum" ? ShadowRule::Kind::block_momentum
+                                                     : ShadowRule::Kind::average;
+    rule.alpha = sc.shadow_alpha;
+    rule.block_momentum = sc.shadow_block_momentum;
+    rule.block_lr = sc.shadow_block_lr;
+    averager = std::make_unique<ShadowAverager>(MPI_COMM_WORLD, first.params(), n, params_lock, sc.shadow_pause_ms, rule);
     averager->start();
   }
   // Before the host reads the replicas (averages, evaluation, checkpoints).

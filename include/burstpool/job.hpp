@@ -46,6 +46,8 @@ struct SyncConfig {
   float alpha = 0.1f, average_momentum = 0.9f;
   int local_steps = 8;
   double shadow_pause_ms = 0;
+  std::string shadow_rule = "average";  // average | elastic | block-momentum
+  float shadow_alpha = 0.5f, shadow_block_momentum = 0.5f, shadow_block_lr = 1.0f;
 };
 
 struct JobConfig {

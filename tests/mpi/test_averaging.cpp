@@ -93,5 +93,75 @@ TEST(Averaging, ShadowKeepsLocalProgressMadeDuringARound) {
   EXPECT_NEAR(sum[0] / size, (size - 1) / 2.0 + 0.2, 1e-3);
 }
 
+// Rank r starts at 4r (mean c = 2(N-1)); before each of 4 rounds every rank
+// adds `progress` to its model, and the round runs with no training beside it.
+std::vector<float> run_rounds(ShadowRule rule, float progress, int rounds = 4) {
+  std::vector<float> params(8, 4.0f * rank_of());
+  std::mutex lock;
+  ShadowAverager shadow(MPI_COMM_WORLD, params.data(), params.size(), lock, 0.0, rule);
+  for (int k = 0; k < rounds; ++k) {
+    for (float& p : params) p += progress;
+    shadow.round();
+  }
+  return params;
+}
+
+// Elastic averaging: with no training the centre stays at the mean c and each
+// model's distance from it shrinks by (1 - alpha) a round: x = c + (4r - c) 0.75^4.
+TEST(Averaging, ShadowElasticPullsModelsToTheCentre) {
+  ShadowRule rule;
+  rule.kind = ShadowRule::Kind::elastic;
+  rule.alpha = 0.25f;
+  const double c = 2.0 * (size_of() - 1), x = c + (4.0 * rank_of() - c) * std::pow(0.75, 4);
+  for (float p : run_rounds(rule, 0.0f)) EXPECT_NEAR(p, x, 1e-5);
+}
+
+// With every rank adding 1 before a round, the centre moves too: worked out
+// per round from x' = s - a (s - c), c' = c + a sum(s - c), s = x + 1, in double.
+TEST(Averaging, ShadowElasticCentreFollowsTheModels) {
+  ShadowRule rule;
+  rule.kind = ShadowRule::Kind::elastic;
+  rule.alpha = 0.25f;
+  const int size = size_of(), rank = rank_of();
+  double c = 2.0 * (size - 1), mine = 4.0 * rank;
+  std::vector<double> all(size);
+  for (int r = 0; r < size; ++r) all[r] = 4.0 * r;
+  for (int k = 0; k < 4; ++k) {
+    double pull = 0;
+    for (double& x : all) {
+      const double s = x + 1;
+      pull += s - c;
+      x = s - 0.25 * (s - c);
+    }
+    c += 0.25 * pull;
+  }
+  mine = all[rank];
+  for (float p : run_rounds(rule, 1.0f)) EXPECT_NEAR(p, mine, 1e-4);
+}
+
+// Block momentum: rank r adds r + 1 before each round, so every round's block
+// gradient is mean(r + 1) = (N + 1)/2 =: g and, with no training during the
+// round, every rank ends it on the global model. After 4 rounds at momentum m
+// and block rate 1: c + g sum_k (1 - m^k)/(1 - m); at m = 0.5: c + 6.125 g.
+TEST(Averaging, ShadowBlockMomentumFiltersTheBlockUpdate) {
+  ShadowRule rule;
+  rule.kind = ShadowRule::Kind::block_momentum;
+  rule.block_momentum = 0.5f;
+  rule.block_lr = 1.0f;
+  const int size = size_of();
+  std::vector<float> params(8, 4.0f * rank_of());
+  std::mutex lock;
+  ShadowAverager shadow(MPI_COMM_WORLD, params.data(), params.size(), lock, 0.0, rule);
+  for (int k = 0; k < 4; ++k) {
+    for (float& p : params) p += static_cast<float>(rank_of() + 1);
+    shadow.round();
+  }
+  const double expected = 2.0 * (size - 1) + 6.125 * (size + 1) / 2.0;
+  for (float p : params) EXPECT_NEAR(p, expected, 1e-4);
+  // Momentum 0 and block rate 1 is plain averaging: the mean of the starts plus the mean progress.
+  rule.block_momentum = 0.0f;
+  for (float p : run_rounds(rule, 1.0f, 1)) EXPECT_NEAR(p, 2.0 * (size - 1) + 1.0, 1e-5);
+}
+
 }  // namespace
 }  // namespace burstpool
