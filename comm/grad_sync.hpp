@@ -60,8 +60,8 @@ class GradientSync {
   void layer_ready(size_t offset, size_t count, const Communicator& group);
   // Lets MPI advance the reductions in flight (call between layers).
   void progress();
-  // Starts the last bucket and waits for every reduction; returns seconds spent waiting here.
-  double finish();
+  // Starts the last bucket and waits for every reduction (the caller times it).
+  void finish();
   int buckets_started() const { return started_; }
   // Record each bucket's start in the process's trace (burstpool/trace.hpp).
   void set_traced(bool on) { traced_ = on; }

@@ -129,7 +129,7 @@ AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
     o.ranks = w.size;
     o.global_batch = job.batch_size;
     o.amp_limit = job.amp_limit;
-    o.amp_rule = job.amp_rule == "layer-time" ? PlannerOptions::AmpRule::layer_time : PlannerOptions::AmpRule::compute;
+    o.amp_rule = amp_rule_named(job.amp_rule);
     o.p2p = p2p;
     o.allreduce = allreduce;
     const PlanResult planned = plan_model(spec, profile, o);

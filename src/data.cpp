@@ -93,12 +93,20 @@ void set_labels(Dataset& d, const std::vector<T>& labels) {
 
 // Samples with NaN or infinite values would train with a finite-looking loss
 // or poison the model quietly.
-void require_finite(const std::vector<float>& v, size_t per_sample, const std::string& path, const std::string& name) {
+// `sample_of(row)` names the sample that row `row` of `v` (rows of
+// per_sample values) holds: its index in the file.
+template <class SampleOf>
+void require_finite(const std::vector<float>& v, size_t per_sample, const std::string& path, const std::string& name,
+                    SampleOf sample_of) {
   const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
   if (bad != v.end())
     throw Error(fmt::format("{}: dataset '{}' holds {} in sample {} (set [data] check_finite = false to skip this "
                             "check)",
-                            path, name, *bad, static_cast<size_t>(bad - v.begin()) / std::max<size_t>(1, per_sample)));
+                            path, name, *bad,
+                            sample_of(static_cast<size_t>(bad - v.begin()) / std::max<size_t>(1, per_sample))));
+}
+void require_finite(const std::vector<float>& v, size_t per_sample, const std::string& path, const std::string& name) {
+  require_finite(v, per_sample, path, name, [](size_t row) { return row; });
 }
 
 void normalise(float* v, size_t count, float scale, Normalisation norm) {
@@ -135,13 +143,7 @@ class ImageRows {
       std::lock_guard<std::mutex> lock(mutex_);  // one HDF5 call at a time, whatever the library's build
       h5::read_float_rows(h5::File::open_read(path_), dataset_, runs, rows.data());
     }
-    if (check_finite_) {
-      const auto bad = std::find_if(rows.begin(), rows.end(), [](float x) { return !std::isfinite(x); });
-      if (bad != rows.end())
-        throw Error(fmt::format("{}: dataset '{}' holds {} in sample {} (set [data] check_finite = false to skip "
-                                "this check)",
-                                path_, dataset_, *bad, sorted[static_cast<size_t>(bad - rows.begin()) / per_]));
-    }
+    if (check_finite_) require_finite(rows, per_, path_, dataset_, [&](size_t row) { return sorted[row]; });
     for (int i = 0; i < count; ++i) {
       const size_t at = std::lower_bound(sorted.begin(), sorted.end(), indices[i]) - sorted.begin();
       std::memcpy(out + i * per_, rows.data() + at * per_, per_ * sizeof(float));

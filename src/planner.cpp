@@ -183,6 +183,11 @@ PlanResult evaluate(const CostModel& cm, const std::vector<Block>& blocks, const
 
 }  // namespace
 
+PlannerOptions::AmpRule amp_rule_named(const std::string& name) {
+  BP_CHECK(name == "compute" || name == "layer-time", "unknown amplification rule '{}'", name);
+  return name == "layer-time" ? PlannerOptions::AmpRule::layer_time : PlannerOptions::AmpRule::compute;
+}
+
 PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& o) {
   const CostModel cm(spec, profile, o);
   const std::vector<Block> blocks = decompose(cm, spec.source);

@@ -31,7 +31,7 @@ nlohmann::json event_json(const TraceEvent& e) {
 
 }  // namespace
 
-std::vector<TraceEvent> idle_gaps(const std::vector<TraceEvent>& events, int rank, double from, double to) {
+std::vector<TraceEvent> idle_gaps(std::span<const TraceEvent> events, int rank, double from, double to) {
   std::vector<std::pair<double, double>> busy;
   for (const TraceEvent& e : events)
     if (e.busy && e.rank == rank) busy.emplace_back(e.start_s, e.start_s + e.duration_s);
@@ -85,8 +85,8 @@ void Tracer::end_step(Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mutex_);
   const int rank = world().rank;
   const double from = since_zero(step_start_), to = since_zero(now);
-  std::vector<TraceEvent> step(events_.begin() + static_cast<std::ptrdiff_t>(step_first_event_), events_.end());
-  std::vector<TraceEvent> gaps = idle_gaps(step, rank, from, to);
+  const std::vector<TraceEvent> gaps =
+      idle_gaps(std::span<const TraceEvent>(events_).subspan(step_first_event_), rank, from, to);
   events_.push_back({rank, Track::main, fmt::format("step {}", step_), from, to - from, false});
   events_.insert(events_.end(), gaps.begin(), gaps.end());
 }

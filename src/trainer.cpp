@@ -449,7 +449,7 @@ nlohmann::json metrics_json(const TrainResult& r) {
   if (!r.plan_file.empty()) {
     out["plan_file"] = r.plan_file;
     out["predicted_step_seconds"] = r.predicted_step_seconds;
-    out["measured_step_seconds"] = r.batch_size / std::max(1e-9, r.samples_per_second);
+    out["measured_step_seconds"] = r.measured_step_seconds();
   }
   if (r.multiplex) {
     const MultiplexResult& m = *r.multiplex;

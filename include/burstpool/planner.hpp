@@ -63,6 +63,9 @@ struct PlanResult {
 
 PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& options);
 
+// The rule named "compute" or "layer-time" (plan --amp-rule, [parallel] amp_rule; both check the name).
+PlannerOptions::AmpRule amp_rule_named(const std::string& name);
+
 // The cost model, for tests and the simulator.
 class CostModel {
  public:

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,7 @@ struct TraceEvent {
 
 // "idle" events (main track) for the parts of [from, to] that none of rank's
 // busy events cover.
-std::vector<TraceEvent> idle_gaps(const std::vector<TraceEvent>& events, int rank, double from, double to);
+std::vector<TraceEvent> idle_gaps(std::span<const TraceEvent> events, int rank, double from, double to);
 
 // The trace-event JSON of `events` on `ranks` ranks: complete ("X") events in
 // microseconds, plus names for each process ("rank r") and track; `title`

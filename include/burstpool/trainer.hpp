@@ -2,6 +2,7 @@
 // Training a job on every rank of MPI_COMM_WORLD: data, plan (data parallel
 // unless the job names one), executor, optimizer, evaluation, progress,
 // metrics and the final checkpoint. Collective: every rank calls it.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -68,6 +69,8 @@ struct TrainResult {
   // [parallel] plan = auto: the plan's file and the planner's predicted step (0: not planned here).
   std::string plan_file;
   double predicted_step_seconds = 0;
+  // One training step of this run, measured: batch / samples_per_second.
+  double measured_step_seconds() const { return batch_size / std::max(1e-9, samples_per_second); }
   std::string stopped_by;  // the signal that ended training early (include/burstpool/stop.hpp); "": none
   std::string device = "CPU";  // where the layers ran (DeviceModel::describe)
   std::vector<std::pair<std::string, int>> hosts;  // each host and its ranks (world_hosts)

@@ -87,7 +87,7 @@ Command add_plan(CLI::App& app) {
               throw Error(fmt::format("--amp-limit '{}' is not a number or 'none'", args->amp));
             if (!(o.amp_limit >= 1)) throw Error(fmt::format("--amp-limit {} must be >= 1", args->amp));
             o.soft_limit = args->soft;
-            o.amp_rule = args->rule == "layer-time" ? PlannerOptions::AmpRule::layer_time : PlannerOptions::AmpRule::compute;
+            o.amp_rule = amp_rule_named(args->rule);
             std::tie(o.p2p, o.allreduce) = args->network.resolve("plan");
             ModelProfile profile = load_profile(args->profile, spec);
             const auto t0 = std::chrono::steady_clock::now();

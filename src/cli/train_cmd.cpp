@@ -125,8 +125,7 @@ Command add_train(CLI::App& app) {
                          std::isfinite(result.test_accuracy) ? fmt::format("{:.4f}", result.test_accuracy) : "n/a");
             if (world().rank == 0 && !result.plan_file.empty())
               fmt::print("plan auto: predicted step {:.2f} ms, measured {:.2f} ms ({})\n",
-                         1e3 * result.predicted_step_seconds,
-                         1e3 * result.batch_size / std::max(1e-9, result.samples_per_second), result.plan_file);
+                         1e3 * result.predicted_step_seconds, 1e3 * result.measured_step_seconds(), result.plan_file);
             if (world().rank == 0 && result.multiplex) {
               const MultiplexResult& m = *result.multiplex;
               fmt::print("multiplexing: cluster throughput {:.3f} against data parallel alone ({:.3f} against the "
