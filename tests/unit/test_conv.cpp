@@ -1,3 +1,6 @@
+#include <cmath>
+#include <cstdio>
+
 #include <omp.h>
 
 #include "gradcheck.hpp"
@@ -58,28 +61,53 @@ TEST(Conv2dWinograd, RejectsOtherKernels) {
 }
 
 // The rig's output against a direct six-loop convolution of its input
-// (square kernel of the weight's size, given stride and padding).
-void expect_direct_convolution(LayerRig& rig, int stride, int pad, double tol) {
+// (square kernel of the weight's size, given stride and padding), summed in
+// double. Each output may differ by `ulps` float roundings (2^-24) of the sum
+// of its terms' magnitudes, |b| + sum |w x|: a float sum's error bound scales
+// with that, not with the result (which cancellation can make small).
+// Returns the largest error seen in those units.
+double expect_direct_convolution(LayerRig& rig, int stride, int pad, double ulps) {
   rig.loss();
   const Shape i = rig.inputs[0].shape(), o = rig.out.shape(), k = rig.params[0].shape();
   const float* x = rig.inputs[0].data();
   const float* w = rig.params[0].data();
   const float* b = rig.params[1].data();
+  const double unit = std::ldexp(1.0, -24);
+  double worst = 0;
   for (int n = 0; n < o.n; ++n)
     for (int oc = 0; oc < o.c; ++oc)
       for (int oy = 0; oy < o.h; ++oy)
         for (int ox = 0; ox < o.w; ++ox) {
-          double sum = b[oc];
+          double sum = b[oc], magnitude = std::fabs(b[oc]);
           for (int c = 0; c < i.c; ++c)
             for (int ki = 0; ki < k.h; ++ki)
               for (int kj = 0; kj < k.w; ++kj) {
                 const int iy = oy * stride - pad + ki, ix = ox * stride - pad + kj;
                 if (iy < 0 || iy >= i.h || ix < 0 || ix >= i.w) continue;
-                sum += static_cast<double>(w[((oc * i.c + c) * k.h + ki) * k.w + kj]) *
-                       x[((n * i.c + c) * i.h + iy) * i.w + ix];
+                const double term = static_cast<double>(w[((oc * i.c + c) * k.h + ki) * k.w + kj]) *
+                                    x[((n * i.c + c) * i.h + iy) * i.w + ix];
+                sum += term;
+                magnitude += std::fabs(term);
               }
-          EXPECT_NEAR(rig.out.data()[((n * o.c + oc) * o.h + oy) * o.w + ox], sum, tol);
+          const double got = rig.out.data()[((n * o.c + oc) * o.h + oy) * o.w + ox];
+          EXPECT_NEAR(got, sum, ulps * unit * magnitude);
+          worst = std::max(worst, std::fabs(got - sum) / (unit * magnitude));
         }
+  return worst;
+}
+
+// Float roundings of sum |terms| (expect_direct_convolution) an algorithm may
+// be off by with `terms` products per output. im2col and F(2x2,3x3): one
+// rounding per product and per addition of the terms and the bias, the bound of a
+// float dot product summed in any order (GEMM kernels pick their own, which
+// is why the error moves between processors). F(4x4,3x3)'s transforms have
+// entries up to 5 (input) and 8 (output), so they round values several times
+// larger than the terms: 4 times that bound, about 30 times the worst seen
+// on the 9-channel case below (19.6 roundings; im2col 2.4, F(2x2) 1.4),
+// which the test prints.
+double direct_ulps(const std::string& algorithm, int terms) {
+  const double dot = 2.0 * (terms + 1);
+  return algorithm == "winograd4" ? 4 * dot : dot;
 }
 
 // Every algorithm against the direct convolution.
@@ -89,13 +117,14 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, Conv2dDirect, ::testing::Values("im2col", "
 TEST_P(Conv2dDirect, ForwardMatches) {
   LayerRig rig({"conv2d", Attrs{{"out_channels", "3"}, {"kernel", "3"}, {"padding", "1"}, {"algorithm", GetParam()}},
                 {{2, 9, 11, 6}}});
-  expect_direct_convolution(rig, 1, 1, 2e-5);
+  const double worst = expect_direct_convolution(rig, 1, 1, direct_ulps(GetParam(), 9 * 3 * 3));
+  std::printf("%s: largest error %.1f roundings of sum |terms|\n", GetParam().c_str(), worst);
 }
 
 TEST(Conv2d, Stride2ForwardMatchesDirectConvolution) {
   LayerRig rig({"conv2d", Attrs{{"out_channels", "2"}, {"kernel", "3"}, {"stride", "2"}, {"padding", "1"}},
                 {{2, 3, 6, 5}}});
-  expect_direct_convolution(rig, 2, 1, 1e-5);
+  expect_direct_convolution(rig, 2, 1, direct_ulps("im2col", 3 * 3 * 3));
 }
 
 // Several OpenMP threads (parallel sample groups, per-thread weight-gradient
