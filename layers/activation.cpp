@@ -81,7 +81,10 @@ class Relu final : public Layer {
 // it is the same whichever rank holds the sample.
 class Dropout final : public Layer {
  public:
-  Dropout(const LayerSpec& spec, float p) : Layer(spec), p_(p), salt_(cpu::hash_name(spec.name)) {}
+  Dropout(const LayerSpec& spec, float p) : Layer(spec), p_(p), salt_(cpu::hash_name(spec.name)) {
+    attrs_.p = p_;
+    attrs_.salt = salt_;
+  }
 
  protected:
   Shape infer_impl(const std::vector<Shape>& in) override {

@@ -101,6 +101,7 @@ class Conv2d final : public Layer {
     std::tie(g_.kh, g_.kw) = k;
     std::tie(g_.sh, g_.sw) = s;
     std::tie(g_.ph, g_.pw) = p;
+    attrs_.kh = g_.kh, attrs_.kw = g_.kw, attrs_.sh = g_.sh, attrs_.sw = g_.sw, attrs_.ph = g_.ph, attrs_.pw = g_.pw;
   }
 
   std::vector<ParamSpec> param_specs() const override {

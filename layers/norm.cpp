@@ -18,7 +18,10 @@ namespace {
 
 class BatchNorm2d final : public Layer {
  public:
-  BatchNorm2d(const LayerSpec& spec, float eps, float momentum) : Layer(spec), eps_(eps), momentum_(momentum) {}
+  BatchNorm2d(const LayerSpec& spec, float eps, float momentum) : Layer(spec), eps_(eps), momentum_(momentum) {
+    attrs_.eps = eps_;
+    attrs_.momentum = momentum_;
+  }
 
   std::vector<ParamSpec> param_specs() const override {
     return {{"weight", Shape{c_, 1, 1, 1}, Init::ones, 1}, {"bias", Shape{c_, 1, 1, 1}, Init::zeros, 1}};

@@ -16,7 +16,9 @@ namespace {
 class Pool2d : public Layer {
  public:
   Pool2d(const LayerSpec& spec, std::pair<int, int> k, std::pair<int, int> s, std::pair<int, int> p)
-      : Layer(spec), kh_(k.first), kw_(k.second), sh_(s.first), sw_(s.second), ph_(p.first), pw_(p.second) {}
+      : Layer(spec), kh_(k.first), kw_(k.second), sh_(s.first), sw_(s.second), ph_(p.first), pw_(p.second) {
+    attrs_.kh = kh_, attrs_.kw = kw_, attrs_.sh = sh_, attrs_.sw = sw_, attrs_.ph = ph_, attrs_.pw = pw_;
+  }
 
  protected:
   Shape infer_impl(const std::vector<Shape>& in) override {

@@ -109,11 +109,13 @@ int main(int argc, char** argv) {
       const size_t out_n = out.with_batch(batch).count();
       float* y = device_floats(ctx, out_n, owned);
       outs[l.name] = y;
-      if (l.type == "input") continue;
+      const LayerKind kind = layer->kind();
+      const LayerAttrs& a = layer->attrs();
+      if (kind == LayerKind::input) continue;
       const Shape in = in_shapes[0].with_batch(batch);
       float* x = outs.at(l.inputs[0]);
       // Fed by the data: no input gradient in a training step (a convolution skips it).
-      const bool from_data = spec.layers[spec.find(l.inputs[0])].type == "input";
+      const bool from_data = layer_kind(spec.layers[spec.find(l.inputs[0])].type) == LayerKind::input;
       float* dy = device_floats(ctx, out_n, owned);
       float* dx = device_floats(ctx, in.count(), owned);
       std::vector<float*> p, g;
@@ -121,14 +123,11 @@ int main(int argc, char** argv) {
         p.push_back(device_floats(ctx, ps.shape.count(), owned));
         g.push_back(device_floats(ctx, ps.shape.count(), owned));
       }
-      SpecReader r(l);
       Timed t;
-      if (l.type == "conv2d") {
+      if (kind == LayerKind::conv2d) {
         cuda::Geometry2d geo;
         geo.n = batch, geo.c = in.c, geo.h = in.h, geo.w = in.w, geo.oc = out.c;
-        std::tie(geo.kh, geo.kw) = r.require_pair("kernel");
-        std::tie(geo.sh, geo.sw) = r.get_pair("stride", {1, 1});
-        std::tie(geo.ph, geo.pw) = r.get_pair("padding", {0, 0});
+        geo.kh = a.kh, geo.kw = a.kw, geo.sh = a.sh, geo.sw = a.sw, geo.ph = a.ph, geo.pw = a.pw;
         convs.push_back(std::make_unique<cuda::CudnnConv>(ctx.cudnn(), geo, how));
         cuda::CudnnConv* conv = convs.back().get();
         const bool bias = p.size() > 1;
@@ -140,37 +139,35 @@ int main(int argc, char** argv) {
         t.flops = 2.0 * batch * out.per_sample() * geo.c * geo.kh * geo.kw;
         t.passes = from_data ? 2 : 3;
         t.algorithms = conv->algorithms();
-      } else if (l.type == "maxpool2d" || l.type == "avgpool2d") {
+      } else if (kind == LayerKind::maxpool2d || kind == LayerKind::avgpool2d) {
         cuda::Geometry2d geo;
         geo.n = batch, geo.c = in.c, geo.h = in.h, geo.w = in.w, geo.oc = in.c;
-        std::tie(geo.kh, geo.kw) = r.require_pair("kernel");
-        std::tie(geo.sh, geo.sw) = r.get_pair("stride", {geo.kh, geo.kw});
-        std::tie(geo.ph, geo.pw) = r.get_pair("padding", {0, 0});
-        pools.push_back(std::make_unique<cuda::CudnnPool>(ctx.cudnn(), geo, l.type == "maxpool2d"));
+        geo.kh = a.kh, geo.kw = a.kw, geo.sh = a.sh, geo.sw = a.sw, geo.ph = a.ph, geo.pw = a.pw;
+        pools.push_back(std::make_unique<cuda::CudnnPool>(ctx.cudnn(), geo, kind == LayerKind::maxpool2d));
         cuda::CudnnPool* pool = pools.back().get();
         t.forward = [=] { pool->forward(x, y, s); };
         t.backward = [=] { pool->backward(x, y, dy, dx, false, s); };
-      } else if (l.type == "relu") {
+      } else if (kind == LayerKind::relu) {
         t.forward = [=] { cuda::relu_forward(x, y, out_n, s); };
         t.backward = [=] { cuda::relu_backward(x, dy, dx, out_n, false, s); };
-      } else if (l.type == "linear") {
+      } else if (kind == LayerKind::linear) {
         const int fin = static_cast<int>(in.per_sample()), fout = static_cast<int>(out.per_sample());
         t.forward = [=, &ctx] { cuda::linear_forward(ctx.cublas(), x, p[0], p.size() > 1 ? p[1] : nullptr, y, batch, fin, fout, s); };
         t.backward = [=, &ctx] {
           cuda::linear_backward(ctx.cublas(), x, p[0], dy, g[0], p.size() > 1 ? g[1] : nullptr, dx, false, batch, fin, fout, s);
         };
         t.flops = 2.0 * batch * fin * fout;
-      } else if (l.type == "dropout") {
-        const float prob = r.get_float("p", 0.5f);
+      } else if (kind == LayerKind::dropout) {
+        const float prob = a.p;
         auto* key = static_cast<uint64_t*>(ctx.allocator().allocate(sizeof(uint64_t)));
         owned.push_back(key);
         BP_CUDA_CHECK(cudaMemset(key, 0, sizeof(uint64_t)));
         t.forward = [=] { cuda::dropout_apply(x, y, batch, out.per_sample(), prob, key, 0, false, s); };
         t.backward = [=] { cuda::dropout_apply(dy, dx, batch, out.per_sample(), prob, key, 0, false, s); };
-      } else if (l.type == "flatten") {
+      } else if (kind == LayerKind::flatten) {
         t.forward = [=] { cuda::write_grad(y, x, out_n, false, s); };
         t.backward = [=] { cuda::write_grad(dx, dy, out_n, false, s); };
-      } else if (l.type == "softmax_cross_entropy") {
+      } else if (kind == LayerKind::softmax_cross_entropy) {
         const int k = static_cast<int>(in.per_sample());
         labels = static_cast<int32_t*>(ctx.allocator().allocate(sizeof(int32_t) * batch));
         BP_CUDA_CHECK(cudaMemset(labels, 0, sizeof(int32_t) * batch));
@@ -185,7 +182,7 @@ int main(int argc, char** argv) {
       total_bwd += b;
       nlohmann::json row = {{"layer", l.name}, {"type", l.type}, {"forward_ms", f}, {"backward_ms", b}};
       if (t.flops > 0) row["tflops"] = t.passes * t.flops / ((f + b) * 1e-3) / 1e12;
-      if (l.type == "conv2d") conv_flops += t.passes * t.flops, conv_ms += f + b;
+      if (kind == LayerKind::conv2d) conv_flops += t.passes * t.flops, conv_ms += f + b;
       if (!t.algorithms.empty()) row["algorithms"] = t.algorithms;
       rows.push_back(row);
       std::printf("%-12s %-22s fwd %8.3f ms  bwd %8.3f ms%s%s\n", l.name.c_str(), l.type.c_str(), f, b,

@@ -86,6 +86,12 @@ Context Executor::layer_context(int layer, const Context& base, double* allreduc
 }
 
 void Executor::use_device(std::unique_ptr<DeviceModel> device, bool background) {
+  for (int i = 0; i < model_->size(); ++i) {
+    const Layer& l = model_->layer(i);
+    if (!device->supports(l.kind()))
+      throw Error(fmt::format("{}: layer '{}': type {} does not run on {}", model_->spec().name, l.name(), l.type(),
+                              device->describe()));
+  }
   device_ = std::move(device);
   device_->set_before_layer(before_layer_);
   whole_on_device_ = true;

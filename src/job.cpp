@@ -5,6 +5,7 @@
 
 #include "burstpool/error.hpp"
 #include "burstpool/ini.hpp"
+#include "sync/registry.hpp"
 
 namespace burstpool {
 
@@ -176,12 +177,12 @@ class Values {
     if (t == "false" || t == "0" || t == "no") return false;
     fail(s, k, fmt::format("'{}' is not a boolean (true/false)", t));
   }
-  std::string choice(const char* s, const char* k, std::initializer_list<const char*> options) const {
+  std::string choice(const char* s, const char* k, const std::vector<std::string>& options) const {
     const std::string& t = get(s, k).text;
     std::string list;
-    for (const char* o : options) {
+    for (const std::string& o : options) {
       if (t == o) return t;
-      list += (list.empty() ? "" : ", ") + std::string(o);
+      list += (list.empty() ? "" : ", ") + o;
     }
     fail(s, k, fmt::format("'{}' is not one of: {}", t, list));
   }
@@ -342,7 +343,9 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   c.checkpoint_every = v.integer("output", "checkpoint_every");
   c.checkpoint_seconds = v.number("output", "checkpoint_seconds");
 
-  c.sync.strategy = v.choice("sync", "strategy", {"ssgd", "sma", "shadow", "local-sgd"});
+  std::vector<std::string> strategies = {"ssgd"};  // and the learners' (src/sync/registry.cpp)
+  for (const std::string& name : learner_strategy_names()) strategies.push_back(name);
+  c.sync.strategy = v.choice("sync", "strategy", strategies);
   c.sync.learners = static_cast<int>(v.integer("sync", "learners"));
   c.sync.max_learners = static_cast<int>(v.integer("sync", "max_learners"));
   c.sync.autotune_threshold = v.number("sync", "autotune_threshold");

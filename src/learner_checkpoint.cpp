@@ -85,7 +85,7 @@ struct Weights {
 }  // namespace
 
 void write_learner_checkpoint(const std::string& path, Model& model, const float* job_params, const float* job_state,
-                              const std::vector<LearnerTensors>& mine, const AverageModel* average,
+                              const std::vector<LearnerTensors>& mine, const std::vector<StrategyVector>& vectors,
                               const LearnerProgress& progress) {
   const WorldInfo& w = world();
   BP_CHECK(model.param_count() <= static_cast<size_t>(INT_MAX), "{} parameters do not fit one MPI message",
@@ -123,18 +123,17 @@ void write_learner_checkpoint(const std::string& path, Model& model, const float
           h5::write_floats(f, part_path(int64_t{r} * k + j, part), {count}, values);
           c.add_floats(values, count);
         }
-    if (average) {
-      h5::write_floats(f, "/average/z", {average->size()}, average->data());
-      h5::write_floats(f, "/average/z_prev", {average->size()}, average->previous());
-      c.add_floats(average->data(), average->size());
-      c.add_floats(average->previous(), average->size());
+    for (const StrategyVector& v : vectors) {
+      h5::write_floats(f, v.path, {v.size}, v.data);
+      c.add_floats(v.data, v.size);
     }
     add_progress(c, progress);
     write_progress(f, progress, c.hex());
   });
 }
 
-LearnerProgress check_learner_checkpoint(const std::string& path, Model& model, const std::string& strategy) {
+LearnerProgress check_learner_checkpoint(const std::string& path, Model& model, const std::string& strategy,
+                                         const std::vector<StrategyVector>& vectors) {
   h5::File f = h5::File::open_read(path);
   require_architecture(f, model.spec());
   if (!h5::exists(f, "/learners"))
@@ -155,11 +154,11 @@ LearnerProgress check_learner_checkpoint(const std::string& path, Model& model, 
       read_into(f, part_path(g, part), values.data(), count);
       c.add_floats(values.data(), count);
     }
-  if (strategy == "sma")
-    for (const char* name : {"/average/z", "/average/z_prev"}) {
-      read_into(f, name, values.data(), model.param_count());
-      c.add_floats(values.data(), model.param_count());
-    }
+  for (const StrategyVector& v : vectors) {
+    std::vector<float> kept(v.size);
+    read_into(f, v.path, kept.data(), v.size);
+    c.add_floats(kept.data(), v.size);
+  }
   add_progress(c, p);
   if (h5::read_string_attr(f, "/progress", "checksum") != c.hex())
     throw Error(fmt::format("{}: checksum mismatch (corrupt checkpoint)", path));
@@ -167,7 +166,8 @@ LearnerProgress check_learner_checkpoint(const std::string& path, Model& model, 
 }
 
 LearnerProgress read_learner_checkpoint(const std::string& path, Model& model, int first,
-                                        const std::vector<LearnerTensors>& mine, AverageModel* average) {
+                                        const std::vector<LearnerTensors>& mine,
+                                        const std::vector<StrategyVector>& vectors) {
   h5::File f = h5::File::open_read(path);
   const LearnerProgress p = read_progress(f);
   if (first + static_cast<int64_t>(mine.size()) > p.learners)
@@ -177,12 +177,7 @@ LearnerProgress read_learner_checkpoint(const std::string& path, Model& model, i
       const size_t count = part_size(model, part);
       if (count > 0) read_into(f, part_path(first + static_cast<int64_t>(j), part), part_of(mine[j], part), count);
     }
-  if (average) {
-    std::vector<float> z(average->size()), z_prev(average->size());
-    read_into(f, "/average/z", z.data(), z.size());
-    read_into(f, "/average/z_prev", z_prev.data(), z_prev.size());
-    average->restore(z.data(), z_prev.data());
-  }
+  for (const StrategyVector& v : vectors) read_into(f, v.path, v.data, v.size);
   return p;
 }
 

@@ -9,7 +9,9 @@
 //   /learners/<g>/{params,state,momentum}: replica g = rank x k + j, flat;
 //       momentum is sma's u_j or the replica's SGD velocity; state is absent
 //       for models without batch norm;
-//   /average/{z,z_prev}: sma only;
+//   the strategy's own vectors, the same on every rank, at the paths it
+//       names (sma: /average/z and /average/z_prev; SyncStrategy,
+//       src/sync/strategy.hpp);
 //   /progress attributes: strategy, step (iterations done), batches,
 //       learners (all ranks together), seed, reset_lr (the float's bits),
 //       tuning, checksum (of all of the above);
@@ -24,7 +26,6 @@
 #include <vector>
 
 #include "burstpool/model.hpp"
-#include "burstpool/sma.hpp"
 
 namespace burstpool {
 
@@ -47,24 +48,35 @@ struct LearnerTensors {
   float* momentum;
 };
 
+// A sync strategy's own vector of `size` floats, the same on every rank,
+// kept in checkpoints at `path` (an HDF5 dataset path, "/average/z").
+struct StrategyVector {
+  std::string path;
+  float* data;
+  size_t size;
+};
+
 // Collective over MPI_COMM_WORLD, every rank with the same number of
 // replicas (`mine`, in order j). Rank 0 takes the others' replicas one at a
 // time (memory for one replica, not all) and writes. `model` names the
-// tensors (any replica of the spec); job_params and job_state (the job's
-// model) are read on rank 0 only; `average` is sma's z or null.
+// tensors (any replica of the spec); job_params, job_state (the job's
+// model) and `vectors` (the strategy's) are read on rank 0 only.
 void write_learner_checkpoint(const std::string& path, Model& model, const float* job_params, const float* job_state,
-                              const std::vector<LearnerTensors>& mine, const AverageModel* average,
+                              const std::vector<LearnerTensors>& mine, const std::vector<StrategyVector>& vectors,
                               const LearnerProgress& progress);
 
 // Reads all of a checkpoint and checks it against its checksum, `model`'s
-// spec and `strategy`; returns its progress. Throws Error naming the file: a
-// checkpoint of another model, of an ssgd run or another strategy, missing
-// or wrongly sized data, or a checksum mismatch.
-LearnerProgress check_learner_checkpoint(const std::string& path, Model& model, const std::string& strategy);
+// spec, `strategy` and the vectors it keeps (their paths and sizes);
+// returns its progress. Throws Error naming the file: a checkpoint of
+// another model, of an ssgd run or another strategy, missing or wrongly
+// sized data, or a checksum mismatch.
+LearnerProgress check_learner_checkpoint(const std::string& path, Model& model, const std::string& strategy,
+                                         const std::vector<StrategyVector>& vectors);
 
 // From a checked checkpoint: replicas [first, first + mine.size()) into
-// `mine` and, when given, z and z_prev into `average`.
+// `mine`, and the strategy's vectors into `vectors`.
 LearnerProgress read_learner_checkpoint(const std::string& path, Model& model, int first,
-                                        const std::vector<LearnerTensors>& mine, AverageModel* average);
+                                        const std::vector<LearnerTensors>& mine,
+                                        const std::vector<StrategyVector>& vectors);
 
 }  // namespace burstpool

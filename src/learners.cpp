@@ -6,9 +6,7 @@ namespace burstpool {
 
 Learner::Learner(const ModelSpec& spec, int batch, uint64_t seed, const SgdOptions& options, size_t bucket_bytes)
     : exec(std::make_unique<Executor>(spec, data_parallel_plan(spec, 1, batch), MPI_COMM_SELF, seed, bucket_bytes)),
-      sgd(std::make_unique<Sgd>(exec->model(), options)),
-      momentum(exec->model().param_count(), 0.0f),
-      delta(exec->model().param_count(), 0.0f) {}
+      sgd(std::make_unique<Sgd>(exec->model(), options)) {}
 
 void Learner::params_to_device() {
   if (DeviceModel* d = exec->device())
@@ -38,6 +36,13 @@ void Learner::sync_device() {
     params_to_device();
     d->copy_in(DeviceModel::Buffer::state, -1, 0, model().state().data(), model().state().size());
   }
+}
+
+void Learner::sgd_step(float lr) {
+  if (device_step)
+    exec->device()->sgd_step(lr, sgd->options(), {{0, model().param_count()}});
+  else
+    sgd->step(lr);
 }
 
 TuningStep next_learner_count(int k, double rate, double best, double threshold, int max_learners) {

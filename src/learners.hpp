@@ -21,17 +21,16 @@ struct Learner {
   Learner(const ModelSpec& spec, int batch, uint64_t seed, const SgdOptions& sgd, size_t bucket_bytes);
   Model& model() { return exec->model(); }
   float* params() { return exec->model().params().data(); }
-  // The replica's momentum on the host: sma's u_j, else its SGD velocity.
-  bool uses_sma = false;
-  float* host_momentum() { return uses_sma ? momentum.data() : sgd->velocity().data(); }
+  // The replica's momentum on the host: the strategy's own (sma's u_j) when
+  // it made one, else the SGD velocity.
+  float* host_momentum() { return momentum.empty() ? sgd->velocity().data() : momentum.data(); }
   // Where the replica's values live with a device (use_job_device; on the
   // CPU everything is here). The batch-norm statistics live on the device.
-  // With device_step (sma, local-sgd) the parameters and the momentum live
-  // there too and the device runs the learner's update (sma_step: per step
-  // only z goes up and c_j comes back; sgd_step: nothing moves). Otherwise
-  // (shadow, whose averaging thread works on the host's) the parameters go
-  // up before each forward (params_to_device) and the gradients come back
-  // after backward (gradients_to_host).
+  // With device_step (a strategy that is device_resident: sma, local-sgd)
+  // the parameters and the momentum live there too and the device runs the
+  // learner's update. Otherwise (shadow, whose averaging thread works on
+  // the host's) the parameters go up before each forward (params_to_device)
+  // and the gradients come back after backward (gradients_to_host).
   bool device_step = false;
   void params_to_device();
   void gradients_to_host();
@@ -41,11 +40,13 @@ struct Learner {
   // average, resumes).
   void sync_host();
   void sync_device();
+  // The job's SGD step on this replica, where its values live.
+  void sgd_step(float lr);
 
   std::unique_ptr<Executor> exec;
-  std::unique_ptr<Sgd> sgd;      // local-sgd and shadow: the job's SGD on this replica
-  std::vector<float> momentum;   // sma: u_j
-  std::vector<float> delta;      // sma: this learner's c_j, summed by the rank after the iteration
+  std::unique_ptr<Sgd> sgd;      // the job's SGD on this replica (its velocity: the momentum of local-sgd, shadow)
+  std::vector<float> momentum;   // a strategy's own momentum (sma: u_j); empty: sgd's velocity
+  std::vector<float> scratch;    // a strategy's per-learner vector (sma: c_j, summed by the rank after the iteration)
   std::vector<float> images;
   std::vector<int32_t> labels;
   double loss = 0;

@@ -66,7 +66,7 @@ LayerGraph build_layer_graph(const ModelSpec& spec) {
     } catch (const Error& e) {
       throw Error(fmt::format("{}: {}", ls.loc.str(), e.what()));
     }
-    if (ls.type == "input") {
+    if (g.layers[i]->kind() == LayerKind::input) {
       if (g.input >= 0)
         throw Error(fmt::format("{}: a second input layer '{}' (one is allowed)", ls.loc.str(), ls.name));
       g.input = i;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "burstpool/error.hpp"
+#include "burstpool/layer.hpp"
 #include "burstpool/ini.hpp"
 #include "model_store.hpp"
 
@@ -42,7 +43,7 @@ ModelSpec spec_from_ini(const IniDocument& doc) {
       }
     }
     if (l.type.empty()) throw Error(fmt::format("{}: layer '{}' has no 'type' key", l.loc.str(), l.name));
-    if (l.type != "input" && l.inputs.empty())
+    if (layer_kind(l.type) != LayerKind::input && l.inputs.empty())
       throw Error(fmt::format("{}: layer '{}' has no 'inputs' key", l.loc.str(), l.name));
     spec.layers.push_back(std::move(l));
   }

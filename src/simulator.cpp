@@ -6,6 +6,7 @@
 #include "../comm/exchange.hpp"
 #include "burstpool/cluster_throughput.hpp"
 #include "burstpool/error.hpp"
+#include "burstpool/layer.hpp"
 
 namespace burstpool {
 
@@ -76,14 +77,14 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
       if (from != set) exchange(from, set, layer_profile(in)->activation_bytes_per_sample, "inputs of " + l.name);
     }
     compute(set, *layer_profile(l.name), true);
-    if (l.type == "batchnorm2d") group_wait(set);
+    if (layer_kind(l.type) == LayerKind::batchnorm2d) group_wait(set);
   }
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const LayerSpec& l = spec.layers[*it];
     const RankSet& set = plan.ranks_of(l.name);
     const LayerProfile& lp = *layer_profile(l.name);
     compute(set, lp, false);
-    if (l.type == "batchnorm2d") group_wait(set);
+    if (layer_kind(l.type) == LayerKind::batchnorm2d) group_wait(set);
     if (lp.parameter_bytes > 0 && set.size() > 1) {
       double start = group_free[set];
       for (int r : set) start = std::max(start, clock[r]);
@@ -97,7 +98,7 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
     }
     for (const std::string& in : l.inputs) {
       const RankSet& to = plan.ranks_of(in);
-      if (to != set && spec.layers[spec.find(in)].type != "input")
+      if (to != set && layer_kind(spec.layers[spec.find(in)].type) != LayerKind::input)
         exchange(set, to, layer_profile(in)->activation_bytes_per_sample, "gradients of " + in);
     }
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "burstpool/device_model.hpp"
+
 namespace burstpool {
 
 void sma_learner_step(const SmaOptions& o, float* w, float* u, const float* grad, const float* z, float lr,
@@ -16,13 +18,21 @@ void sma_learner_step(const SmaOptions& o, float* w, float* u, const float* grad
   }
 }
 
+void sma_device_step(DeviceModel& d, const SmaOptions& o, float lr, const float* z, float* c, size_t n) {
+  using B = DeviceModel::Buffer;
+  d.copy_in(B::scratch_a, -1, 0, z, n);
+  d.axpby(o.weight_decay, B::parameters, 1.0f, B::parameter_gradient);  // g = grad + wd w
+  d.axpby(-lr, B::parameter_gradient, o.momentum, B::momentum);         // u = -lr g + momentum u
+  d.axpby(1.0f, B::parameters, 0.0f, B::scratch_b);                      // c = w
+  d.axpby(-1.0f, B::scratch_a, 1.0f, B::scratch_b);                      // c = w - z
+  d.axpby(o.alpha, B::scratch_b, 0.0f, B::scratch_b);                    // c = alpha (w - z)
+  d.axpby(1.0f, B::momentum, 1.0f, B::parameters);                       // w = w + u
+  d.axpby(-1.0f, B::scratch_b, 1.0f, B::parameters);                     // w = w + u - c
+  d.copy_out(B::scratch_b, -1, 0, c, n);
+}
+
 AverageModel::AverageModel(const float* init, size_t n, float average_momentum)
     : mu_(average_momentum), z_(init, init + n), z_prev_(init, init + n) {}
-
-void AverageModel::restore(const float* z, const float* z_prev) {
-  std::copy(z, z + z_.size(), z_.begin());
-  std::copy(z_prev, z_prev + z_prev_.size(), z_prev_.begin());
-}
 
 void AverageModel::step(const float* delta) {
   for (size_t i = 0; i < z_.size(); ++i) {

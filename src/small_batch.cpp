@@ -1,12 +1,17 @@
-// Small-batch learners: sma, shadow and local-sgd (docs/learners.md).
+// The small-batch learners' run loop (docs/learners.md): sma, shadow,
+// local-sgd and any strategy of src/sync/registry.cpp.
 //
 // Every rank holds k learners (replicas of the whole model), each trained on
-// its own batch of [train] batch_size samples per iteration. Learner batches
+// its own batch of learner_batch_size samples per iteration. Learner batches
 // come from one seeded sampler: iteration i uses learner batches
 // [base, base + ranks x k), learner j of rank r taking base + r k + j, so no
 // two learners see the same samples in an epoch. The learning-rate schedule
 // runs over learner batches per rank (an iteration with k learners advances
 // it by k), so its length does not depend on k.
+//
+// The loop owns the learners, batches, schedule, auto-tuning, progress,
+// evaluation, checkpoints and stops; the strategy (src/sync/strategy.hpp)
+// owns each learner's update and what keeps the replicas together.
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -21,30 +26,20 @@
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/memory.hpp"
-#include "burstpool/run_log.hpp"
 #include "burstpool/model_io.hpp"
+#include "burstpool/run_log.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/session.hpp"
-#include "burstpool/sma.hpp"
 #include "burstpool/stop.hpp"
 #include "burstpool/trainer.hpp"
 #include "learner_checkpoint.hpp"
 #include "learners.hpp"
-#include "shadow.hpp"
+#include "sync/strategy.hpp"
 
 namespace burstpool {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Whether z is bitwise equal on every rank (collective); throws if not.
-bool same_on_every_rank(const float* z, size_t n, int64_t iteration) {
-  std::vector<float> lo(z, z + n), hi(z, z + n);
-  BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, lo.data(), static_cast<int>(n), MPI_FLOAT, MPI_MIN, MPI_COMM_WORLD));
-  BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, hi.data(), static_cast<int>(n), MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD));
-  if (lo != hi) throw Error(fmt::format("the average model differs between ranks after iteration {}", iteration));
-  return true;
-}
 
 // Test accuracy and loss of the model `params` with batch-norm statistics
 // `state` (collective): each rank evaluates its share of the test set with
@@ -60,28 +55,11 @@ EvalPoint evaluate(Learner& learner, const float* params, const float* state, co
   std::copy(state, state + s, m.state().data());
   learner.sync_device();
   const WorldInfo& w = world();
-  const size_t lo = test.size() * w.rank / w.size, hi = test.size() * (w.rank + 1) / w.size;
-  const int chunk = learner.exec->plan().global_batch, k = m.classes();
-  std::vector<uint32_t> idx(chunk);
-  Context ctx;
-  ctx.training = false;
-  ctx.seed = job.seed;
-  ctx.loss_scale = 1.0 / static_cast<double>(test.size());
-  double correct = 0, loss = 0;
-  for (size_t start = lo; start < hi; start += chunk) {
-    const int count = static_cast<int>(std::min<size_t>(chunk, hi - start));
-    std::iota(idx.begin(), idx.begin() + count, static_cast<uint32_t>(start));
-    gather_images(test, idx.data(), {0, count}, learner.images);
-    gather_labels(test, idx.data(), {0, count}, learner.labels);
-    loss += learner.exec->forward(count, learner.images.data(), learner.labels.data(), ctx);
-    correct += count_correct(m.activation(m.logits_layer()).data(), count, k, learner.labels.data());
-  }
+  const EvalPoint p = evaluate_test_set(*learner.exec, test, test.size() * w.rank / w.size,
+                                        test.size() * (w.rank + 1) / w.size, job.seed);
   std::copy(own.begin(), own.end(), m.params().data());
   std::copy(own_state.begin(), own_state.end(), m.state().data());
   learner.sync_device();
-  EvalPoint p;
-  p.accuracy = sum_over_world(correct) / static_cast<double>(test.size());
-  p.loss = sum_over_world(loss);
   return p;
 }
 
@@ -121,21 +99,25 @@ class AutoTuner {
   double seconds_ = 0, samples_ = 0, best_ = 0;
 };
 
-// --resume (collective): every replica, z (when given) and the progress from
-// the newest valid checkpoint; the learner count per rank follows the file
-// (add_learner adds one). Empty when there is no checkpoint yet.
+// --resume (collective): every replica, the strategy's vectors and fields
+// and the progress from the newest valid checkpoint; the learner count per
+// rank follows the file (add_learner adds one). Empty when there is no
+// checkpoint yet.
 std::optional<LearnerProgress> resume_learners(const JobConfig& job, std::vector<std::unique_ptr<Learner>>& learners,
                                                const std::function<void()>& add_learner,
                                                const std::function<std::vector<LearnerTensors>()>& replicas,
-                                               AverageModel* z) {
+                                               SyncStrategy& strategy) {
   const WorldInfo& w = world();
   const SyncConfig& sc = job.sync;
   Model& names = learners[0]->model();
   const std::optional<Resumed> found = choose_checkpoint(
-      job, [&](const std::string& file) { return check_learner_checkpoint(file, names, sc.strategy).iteration; },
+      job,
+      [&](const std::string& file) {
+        return check_learner_checkpoint(file, names, sc.strategy, strategy.checkpoint_vectors()).iteration;
+      },
       MPI_COMM_WORLD);
   if (!found) return std::nullopt;
-  const LearnerProgress p = read_learner_checkpoint(found->file, names, 0, {}, nullptr);
+  const LearnerProgress p = read_learner_checkpoint(found->file, names, 0, {}, {});
   if (p.learners % w.size != 0 || (sc.learners > 0 && p.learners != sc.learners * w.size))
     throw Error(fmt::format("{}: holds {} learners in all, which {} rank(s) with [sync] learners = {} cannot take "
                             "(ranks x learners must stay {})",
@@ -145,7 +127,8 @@ std::optional<LearnerProgress> resume_learners(const JobConfig& job, std::vector
   const int k = p.learners / w.size;
   while (static_cast<int>(learners.size()) < k) add_learner();
   while (static_cast<int>(learners.size()) > k) learners.pop_back();
-  read_learner_checkpoint(found->file, names, w.rank * k, replicas(), z);
+  read_learner_checkpoint(found->file, names, w.rank * k, replicas(), strategy.checkpoint_vectors());
+  strategy.restore(p);
   for (auto& l : learners) l->sync_device();
   if (w.rank == 0)
     fmt::print("resuming from the checkpoint of iteration {} ({}): {} learner(s) per rank\n", p.iteration, found->file,
@@ -153,291 +136,283 @@ std::optional<LearnerProgress> resume_learners(const JobConfig& job, std::vector
   return p;
 }
 
-}  // namespace
+// One run of train_small_batch: its state, and the loop in pieces.
+class LearnerRun {
+ public:
+  explicit LearnerRun(const JobConfig& job);
+  TrainResult run();
 
-TrainResult train_small_batch(const JobConfig& job) {
-  const auto wall_start = Clock::now();
-  const WorldInfo& w = world();
-  const SyncConfig& sc = job.sync;
-  TrainResult r = start_result(job);
-  auto wall = [&] { return r.earlier_wall_seconds + seconds_since(wall_start); };  // since the first run's start
-  const bool sma = sc.strategy == "sma", shadow = sc.strategy == "shadow", local = sc.strategy == "local-sgd";
-  const int b = job.batch_size;
+ private:
+  double wall() const { return r_.earlier_wall_seconds + seconds_since(wall_start_); }  // since the first run's start
+  int64_t per_iteration() const { return static_cast<int64_t>(w_.size) * static_cast<int64_t>(learners_.size()); }
+  bool finished() const { return job_.steps > 0 ? iteration_ >= job_.steps : batches_ + per_iteration() > total_batches_; }
+  int64_t remaining_batches() const {  // learner batches still to take, all ranks
+    return job_.steps > 0 ? (job_.steps - iteration_) * per_iteration() : total_batches_ - batches_;
+  }
+  std::unique_lock<std::mutex> replica_guard();  // the strategy's replica lock, held; or none
 
-  const ModelSpec spec = load_job_model(job);
-  r.model = spec.name;
-  require_memory(job, spec, Plan{}, MPI_COMM_WORLD);
-  std::vector<std::unique_ptr<Learner>> learners;
-  auto new_learner = [&] {
-    learners.push_back(std::make_unique<Learner>(spec, b, job.seed, job.sgd, job.bucket_bytes));
-    Learner& l = *learners.back();
-    use_job_device(job, *l.exec);  // each learner its own GPU model: its own streams
-    l.uses_sma = sma;
-    l.device_step = (sma || local) && l.exec->device();
-    return &l;
-  };
-  Learner& first = *new_learner();
-  if (first.exec->device()) r.device = first.exec->device()->describe();
+  Learner& new_learner();
+  void add_learner();  // starting from the strategy's starting_values
+  void set_learner_count(int k);
+  std::vector<LearnerTensors> replicas();  // this rank's, as a checkpoint holds them
+  void resume();
+  void print_banner() const;
+  double step_learners(float lr);  // one iteration's batches and steps; the mean loss over the rank's learners
+  void log_progress(float lr);
+  bool evaluate_now(bool last);  // true: the target accuracy was reached
+  void save_checkpoint();
+  void finish();
+
+  const JobConfig& job_;
+  const SyncConfig& sc_;
+  const WorldInfo& w_;
+  const Clock::time_point wall_start_ = Clock::now();
+  TrainResult r_;
+  const int b_;  // each learner's batch
+  const ModelSpec spec_;
+  std::unique_ptr<SyncStrategy> strategy_;
+  std::vector<std::unique_ptr<Learner>> learners_;
+  LearnerTeam team_;
+  JobData data_;
+  std::optional<BatchSampler> sampler_;
+  int64_t per_epoch_ = 1, total_batches_ = 0;  // learner batches per epoch, in all (epochs)
+  LrSchedule schedule_;
+  int64_t batches_ = 0, iteration_ = 0, first_batches_ = 0;  // learner batches taken (all ranks), iterations run
+  std::unique_ptr<AutoTuner> tuner_;
+  LearnerPool pool_;  // after learners_: its threads end before the learners go
+  std::vector<float> current_, current_state_;  // the job's model and statistics, when the host needs them
+  double window_loss_ = 0, window_seconds_ = 0;  // since the last progress line; training time only
+  int64_t window_iterations_ = 0, window_samples_ = 0;
+  int64_t eval_step_ = 1, next_eval_ = 0;  // iterations, or learner batches
+  Clock::time_point last_checkpoint_ = Clock::now();
+};
+
+LearnerRun::LearnerRun(const JobConfig& job)
+    : job_(job),
+      sc_(job.sync),
+      w_(world()),
+      r_(start_result(job)),
+      b_(job.batch_size),
+      spec_(load_job_model(job)),
+      strategy_(make_sync_strategy(job)),
+      team_(learners_),
+      pool_(r_.threads) {
+  r_.model = spec_.name;
+  require_memory(job, spec_, Plan{}, MPI_COMM_WORLD);
+  Learner& first = new_learner();
+  if (first.exec->device()) r_.device = first.exec->device()->describe();
   if (is_hdf5_path(job.model_path) && has_weights(job.model_path)) {
     load_weights(job.model_path, first.model());
     first.sync_device();
   }
   const size_t n = first.model().param_count();
-  const JobData data = load_job_data(job, first.model());
-  BatchSampler sampler(data.train.size(), b, job.seed);
-  const int64_t per_epoch = sampler.steps_per_epoch();  // learner batches per epoch
-  const int64_t total_batches = job.steps > 0 ? 0 : job.epochs * per_epoch;
-  LrSchedule schedule = job.schedule;
-  schedule.total_steps = job.steps > 0 ? job.steps : std::max<int64_t>(1, total_batches / w.size);
-  const SmaOptions sma_options{sc.alpha, job.sgd.momentum, sc.average_momentum, job.sgd.weight_decay};
-  AverageModel z(first.params(), n, sc.average_momentum);
-  auto add_learner = [&] {
-    Learner& l = *new_learner();
-    if (!sma && first.device_step) first.sync_host();
-    const float* from = sma ? z.data() : first.params();
-    std::copy(from, from + n, l.params());
-    l.sync_device();
-  };
-  while (static_cast<int>(learners.size()) < std::max(1, sc.learners)) add_learner();
-  // This rank's replicas as a checkpoint holds them (learner_checkpoint.hpp).
-  auto replicas = [&] {
-    std::vector<LearnerTensors> mine;
-    for (auto& l : learners)
-      mine.push_back({l->params(), l->model().state().data(), l->host_momentum()});
-    return mine;
-  };
-  int64_t batches = 0, iteration = 0;  // learner batches taken (all ranks), iterations run
-  float reset_lr = schedule.at(0);
-  bool tuning = sma && sc.learners == 0;
-  if (job.resume)
-    if (const std::optional<LearnerProgress> p = resume_learners(job, learners, add_learner, replicas, sma ? &z : nullptr)) {
-      iteration = p->iteration;
-      batches = p->batches;
-      reset_lr = p->reset_lr;
+  team_.n = n;
+  team_.lock = strategy_->replica_lock();
+  data_ = load_job_data(job, first.model());
+  sampler_.emplace(data_.train.size(), b_, job.seed);
+  per_epoch_ = sampler_->steps_per_epoch();
+  total_batches_ = job.steps > 0 ? 0 : job.epochs * per_epoch_;
+  schedule_ = job.schedule;
+  schedule_.total_steps = job.steps > 0 ? job.steps : std::max<int64_t>(1, total_batches_ / w_.size);
+  strategy_->attach(team_);
+  set_learner_count(std::max(1, sc_.learners));
+  current_.resize(n);
+  current_state_.resize(first.model().state().size());
+}
+
+std::unique_lock<std::mutex> LearnerRun::replica_guard() {
+  std::mutex* lock = strategy_->replica_lock();
+  return lock ? std::unique_lock<std::mutex>(*lock) : std::unique_lock<std::mutex>();
+}
+
+Learner& LearnerRun::new_learner() {
+  learners_.push_back(std::make_unique<Learner>(spec_, b_, job_.seed, job_.sgd, job_.bucket_bytes));
+  Learner& l = *learners_.back();
+  use_job_device(job_, *l.exec);  // each learner its own GPU model: its own streams
+  strategy_->prepare(l);
+  l.device_step = strategy_->device_resident() && l.exec->device();
+  return l;
+}
+
+void LearnerRun::add_learner() {
+  Learner& l = new_learner();
+  const float* from = strategy_->starting_values(team_);
+  std::copy(from, from + team_.n, l.params());
+  l.sync_device();
+}
+
+void LearnerRun::set_learner_count(int k) {
+  while (static_cast<int>(learners_.size()) < k) add_learner();
+  while (static_cast<int>(learners_.size()) > k) learners_.pop_back();
+}
+
+std::vector<LearnerTensors> LearnerRun::replicas() {
+  std::vector<LearnerTensors> mine;
+  for (auto& l : learners_) mine.push_back({l->params(), l->model().state().data(), l->host_momentum()});
+  return mine;
+}
+
+void LearnerRun::resume() {
+  bool tuning = sc_.learners == 0;  // only sma leaves the count open (job.cpp)
+  if (job_.resume)
+    if (const std::optional<LearnerProgress> p = resume_learners(
+            job_, learners_, [this] { add_learner(); }, [this] { return replicas(); }, *strategy_)) {
+      iteration_ = p->iteration;
+      batches_ = p->batches;
       tuning = tuning && p->tuning;
-      restore_run_history(r, p->history);
+      restore_run_history(r_, p->history);
     }
-  const int64_t first_batches = batches;
-  run_log().record("start", wall(), {{"job", job.name}, {"first_step", iteration}, {"ranks", w.size}});
-  AutoTuner tuner(sc, tuning);
+  first_batches_ = batches_;
+  tuner_ = std::make_unique<AutoTuner>(sc_, tuning);
+  eval_step_ = job_.eval_every > 0 ? job_.eval_every : per_epoch_;
+  next_eval_ = ((job_.eval_every > 0 ? iteration_ : batches_) / eval_step_ + 1) * eval_step_;
+}
 
-  std::mutex params_lock;  // shadow: learner 0's parameters, shared with the averaging thread
-  std::unique_ptr<ShadowAverager> averager;
-  if (shadow) {
-    ShadowRule rule;
-    rule.kind = sc.shadow_rule == "elastic"          ? ShadowRule::Kind::elastic
-                : sc.shadow_rule == "block-momentum" ? ShadowRule::Kind::block_momentum
-                                                     : ShadowRule::Kind::average;
-    rule.alpha = sc.shadow_alpha;
-    rule.block_momentum = sc.shadow_block_momentum;
-    rule.block_lr = sc.shadow_block_lr;
-    averager = std::make_unique<ShadowAverager>(MPI_COMM_WORLD, first.params(), n, params_lock, sc.shadow_pause_ms, rule);
-    averager->start();
+void LearnerRun::print_banner() const {
+  if (w_.rank != 0) return;
+  if (!job_.batch_note.empty()) fmt::print("{}\n", job_.batch_note);
+  fmt::print("burstpool: job '{}', model '{}' ({} parameters), {} training samples, {} x {} learner(s) of batch {}, "
+             "strategy {}{}, {} thread(s) per rank, job id {}\n",
+             job_.name, spec_.name, team_.n, data_.train.size(), w_.size,
+             sc_.learners == 0 ? "auto" : std::to_string(learners_.size()), b_, sc_.strategy,
+             tuner_->active() ? " (learner count auto-tuned)" : "", r_.threads, w_.job_id);
+}
+
+double LearnerRun::step_learners(float lr) {
+  const int k = static_cast<int>(learners_.size());
+  for (int j = 0; j < k; ++j) {  // the sampler is not thread-safe: batches are gathered here
+    Learner& l = *learners_[j];
+    const auto& idx = sampler_->batch(batches_ + w_.rank * k + j);
+    gather_images(data_.train, idx.data(), {0, b_}, l.images);
+    gather_labels(data_.train, idx.data(), {0, b_}, l.labels);
   }
-  // Before the host reads the replicas (averages, evaluation, checkpoints).
-  auto replicas_to_host = [&] {
-    for (auto& l : learners) l->sync_host();
-  };
-  // The mean over every replica of every rank of one of their flat arrays,
-  // into `out` (collective; replicas_to_host first).
-  auto replica_mean = [&](std::vector<float>& out, float* (*of)(Learner&)) -> const float* {
-    std::fill(out.begin(), out.end(), 0.0f);
-    {
-      std::unique_lock<std::mutex> guard(params_lock);  // shadow: learner 0's parameters move under its thread
-      for (auto& l : learners) {
-        const float* values = of(*l);
-        for (size_t i = 0; i < out.size(); ++i) out[i] += values[i];
-      }
-    }
-    sum_over_world(out.data(), out.size());
-    const float inv = 1.0f / static_cast<float>(learners.size() * w.size);
-    for (float& v : out) v *= inv;
-    return out.data();
-  };
-  // The model the job stands for: z (sma), or the average of every replica;
-  // its batch-norm statistics: the average of every replica's, so evaluation
-  // on every rank and the checkpoint use one set. Collective.
-  std::vector<float> current(n), current_state(first.model().state().size());
-  auto average_model = [&]() -> const float* {
-    return sma ? z.data() : replica_mean(current, [](Learner& l) { return l.params(); });
-  };
-  auto average_state = [&]() -> const float* {
-    return replica_mean(current_state, [](Learner& l) { return l.model().state().data(); });
-  };
+  pool_.run(k, [&](int j) {
+    omp_set_num_threads(std::max(1, r_.threads / k));  // the learners share the rank's threads
+    Learner& l = *learners_[j];
+    Context ctx;
+    ctx.seed = job_.seed;
+    ctx.step = batches_ + w_.rank * k + j;  // dropout masks differ per learner batch
+    ctx.loss_scale = 1.0 / b_;
+    std::unique_lock<std::mutex> guard = replica_guard();
+    if (!l.device_step) l.params_to_device();
+    l.loss = l.exec->forward(b_, l.images.data(), l.labels.data(), ctx);
+    l.exec->backward(ctx);
+    if (!l.device_step) l.gradients_to_host();
+    strategy_->learner_step(l, lr);
+  });
+  double loss = 0;
+  for (auto& l : learners_) loss += l->loss / k;
+  if (!std::isfinite(loss))
+    throw Error(fmt::format("training loss became {} at iteration {} (try a lower [optimizer] lr)", loss, iteration_));
+  return loss;
+}
 
-  const bool chatty = w.rank == 0;
-  if (chatty && !job.batch_note.empty()) fmt::print("{}\n", job.batch_note);
-  if (chatty)
-    fmt::print("burstpool: job '{}', model '{}' ({} parameters), {} training samples, {} x {} learner(s) of batch {}, "
-               "strategy {}{}, {} thread(s) per rank, job id {}\n",
-               job.name, spec.name, n, data.train.size(), w.size, sc.learners == 0 && sma ? "auto" : std::to_string(learners.size()), b,
-               sc.strategy, tuner.active() ? " (learner count auto-tuned)" : "", r.threads, w.job_id);
+void LearnerRun::log_progress(float lr) {
+  r_.final_loss = sum_over_world(window_loss_) / (w_.size * window_iterations_);
+  const double rate = window_samples_ / std::max(1e-9, window_seconds_);
+  if (w_.rank == 0)
+    fmt::print("iteration {} | epoch {:.2f} | loss {:.4f} | {:.0f} samples/s | lr {:.4g} | learners {} | ETA {}\n",
+               iteration_, static_cast<double>(batches_) / per_epoch_, r_.final_loss, rate, lr, learners_.size(),
+               eta(static_cast<double>(remaining_batches()) * b_ / rate));
+  std::fflush(stdout);
+  run_log().progress(wall(), iteration_, static_cast<double>(batches_) / per_epoch_, r_.final_loss, rate, lr);
+  window_loss_ = window_seconds_ = 0;
+  window_iterations_ = window_samples_ = 0;
+}
 
-  // Test hook: check after every synchronisation that z is bitwise the same on every rank.
-  const bool check_average = std::getenv("BURSTPOOL_TEST_CHECK_AVERAGE") != nullptr;
-  int64_t checked = 0;
-  LearnerPool pool(r.threads);
-  double window_loss = 0;
-  int64_t window_iterations = 0, window_samples = 0;
-  double window_seconds = 0;  // training time only
-  const int64_t eval_step = job.eval_every > 0 ? job.eval_every : per_epoch;  // iterations, or learner batches
-  int64_t next_eval = ((job.eval_every > 0 ? iteration : batches) / eval_step + 1) * eval_step;
-  // A checkpoint (collective): the job's model, every replica, z; replicas'
-  // statistics come from the device first.
-  auto save_checkpoint = [&] {
-    replicas_to_host();
-    const float* model = average_model();
-    const float* state = average_state();
-    std::unique_lock<std::mutex> guard(params_lock);  // shadow: learner 0's parameters stay still
-    const LearnerProgress p{sc.strategy, iteration,      batches, static_cast<int>(learners.size()) * w.size,
-                            job.seed,    reset_lr,       tuner.active(), run_history(r, wall())};
-    write_learner_checkpoint(job.checkpoint_path, first.model(), model, state, replicas(), sma ? &z : nullptr, p);
-  };
-  auto last_checkpoint = Clock::now();
+bool LearnerRun::evaluate_now(bool last) {
+  const bool due = job_.eval_every > 0 ? iteration_ >= next_eval_ : batches_ >= next_eval_;
+  if (!data_.has_test || !(due || last)) return false;
+  next_eval_ += eval_step_;
+  const auto e0 = Clock::now();
+  team_.to_host();
+  const float* model = strategy_->job_model(team_, current_);
+  const float* state = team_.mean(current_state_, [](Learner& l) { return l.model().state().data(); });
+  EvalPoint p;
+  {
+    std::unique_lock<std::mutex> guard = replica_guard();  // no background move of the swapped-in model
+    p = evaluate(team_.first(), model, state, data_.test, job_);
+  }
+  p.step = iteration_;
+  p.epoch = static_cast<double>(batches_) / per_epoch_;
+  return record_evaluation(r_, job_, p, "iteration", seconds_since(e0), wall(), w_.rank == 0);
+}
+
+// Collective: the job's model, every replica and the strategy's part.
+void LearnerRun::save_checkpoint() {
+  team_.to_host();
+  const float* model = strategy_->job_model(team_, current_);
+  const float* state = team_.mean(current_state_, [](Learner& l) { return l.model().state().data(); });
+  std::unique_lock<std::mutex> guard = replica_guard();  // the replicas stay still
+  LearnerProgress p{sc_.strategy, iteration_,       batches_, static_cast<int>(learners_.size()) * w_.size,
+                    job_.seed,    0.0f,             tuner_->active(), run_history(r_, wall())};
+  strategy_->save(p);
+  write_learner_checkpoint(job_.checkpoint_path, team_.first().model(), model, state, replicas(),
+                           strategy_->checkpoint_vectors(), p);
+}
+
+void LearnerRun::finish() {
+  if (window_iterations_ > 0) r_.final_loss = sum_over_world(window_loss_) / (w_.size * window_iterations_);
+  r_.strategy_counts = strategy_->finish();
+  r_.learners = static_cast<int>(learners_.size());
+  r_.steps = iteration_;
+  r_.epochs = static_cast<double>(batches_) / per_epoch_;
+  r_.samples_per_second =
+      static_cast<double>(batches_ - first_batches_) * b_ / std::max(1e-9, r_.train_seconds - r_.earlier_train_seconds);
+  r_.forward_gflop_per_sample = team_.first().model().forward_flops_per_sample() / 1e9;
+  r_.achieved_gflops = 3.0 * r_.forward_gflop_per_sample * r_.samples_per_second;
+  r_.wall_seconds = wall();
+  if (!job_.checkpoint_path.empty()) save_checkpoint();
+}
+
+TrainResult LearnerRun::run() {
+  resume();
+  run_log().record("start", wall(), {{"job", job_.name}, {"first_step", iteration_}, {"ranks", w_.size}});
+  strategy_->begin(team_);
+  print_banner();
   StopVote vote(MPI_COMM_WORLD);
-  const auto per_iteration = [&] { return static_cast<int64_t>(w.size) * static_cast<int64_t>(learners.size()); };
-  auto finished = [&] { return job.steps > 0 ? iteration >= job.steps : batches + per_iteration() > total_batches; };
-  auto remaining_batches = [&] {  // learner batches still to take, all ranks
-    return job.steps > 0 ? (job.steps - iteration) * per_iteration() : total_batches - batches;
-  };
   while (!finished()) {
     const auto t0 = Clock::now();
-    const int k = static_cast<int>(learners.size());
-    const int64_t position = batches / w.size;  // schedule position: learner batches per rank
-    const float lr = schedule.at(job.steps > 0 ? iteration : position);
-    if (sma && lr < 0.5f * reset_lr) {  // a learning-rate drop: replicas restart from the average
-      for (auto& l : learners) {
-        l->sync_host();
-        std::copy(z.data(), z.data() + n, l->params());
-        l->sync_device();
-      }
-      reset_lr = lr;
-    }
-    for (int j = 0; j < k; ++j) {  // the sampler is not thread-safe: batches are gathered here
-      Learner& l = *learners[j];
-      const auto& idx = sampler.batch(batches + w.rank * k + j);
-      gather_images(data.train, idx.data(), {0, b}, l.images);
-      gather_labels(data.train, idx.data(), {0, b}, l.labels);
-    }
+    const int k = static_cast<int>(learners_.size());
+    const float lr = schedule_.at(job_.steps > 0 ? iteration_ : batches_ / w_.size);  // learner batches per rank
+    strategy_->before_iteration(team_, lr);
     vote.start();
-    pool.run(k, [&](int j) {
-      omp_set_num_threads(std::max(1, r.threads / k));  // the learners share the rank's threads
-      Learner& l = *learners[j];
-      Context ctx;
-      ctx.seed = job.seed;
-      ctx.step = batches + w.rank * k + j;  // dropout masks differ per learner batch
-      ctx.loss_scale = 1.0 / b;
-      std::unique_lock<std::mutex> guard(params_lock, std::defer_lock);
-      if (shadow) guard.lock();
-      if (l.device_step) {  // parameters and momentum stay on the device
-        l.loss = l.exec->forward(b, l.images.data(), l.labels.data(), ctx);
-        l.exec->backward(ctx);
-        if (sma)
-          l.exec->device()->sma_step(sma_options, lr, z.data(), l.delta.data());
-        else
-          l.exec->device()->sgd_step(lr, job.sgd, {{0, n}});
-        return;
-      }
-      l.params_to_device();
-      l.loss = l.exec->forward(b, l.images.data(), l.labels.data(), ctx);
-      l.exec->backward(ctx);
-      l.gradients_to_host();
-      if (sma) {
-        std::fill(l.delta.begin(), l.delta.end(), 0.0f);
-        sma_learner_step(sma_options, l.params(), l.momentum.data(), l.model().grads().data(), z.data(), lr,
-                         l.delta.data(), n);
-      } else {
-        l.sgd->step(lr);
-      }
-    });
-    double loss = 0;
-    for (auto& l : learners) loss += l->loss / k;
-    if (!std::isfinite(loss))
-      throw Error(fmt::format("training loss became {} at iteration {} (try a lower [optimizer] lr)", loss, iteration));
-    if (sma) {  // corrections: summed on the rank, then one allreduce
-      float* delta = first.delta.data();
-      for (int j = 1; j < k; ++j)
-        for (size_t i = 0; i < n; ++i) delta[i] += learners[j]->delta[i];
-      sum_over_world(delta, n);
-      z.step(delta);
-      if (check_average) checked += same_on_every_rank(z.data(), n, iteration);
-    }
-    if (local && (iteration + 1) % sc.local_steps == 0) {
-      replicas_to_host();
-      const float* avg = average_model();
-      for (auto& l : learners) {
-        std::copy(avg, avg + n, l->params());
-        if (l->device_step) l->sync_device();
-      }
-    }
+    const double loss = step_learners(lr);
+    strategy_->after_iteration(team_, iteration_);
     const int stop = vote.finish();
-    batches += static_cast<int64_t>(w.size) * k;
-    ++iteration;
+    batches_ += static_cast<int64_t>(w_.size) * k;
+    ++iteration_;
     const double seconds = seconds_since(t0);
-    r.train_seconds += seconds;
-    window_loss += loss;
-    ++window_iterations;
-    window_samples += static_cast<int64_t>(w.size) * k * b;
-    window_seconds += seconds;
+    r_.train_seconds += seconds;
+    window_loss_ += loss;
+    ++window_iterations_;
+    window_samples_ += static_cast<int64_t>(w_.size) * k * b_;
+    window_seconds_ += seconds;
 
-    const int next_k = std::max(1, tuner.after_iteration(k, seconds, static_cast<double>(w.size) * k * b, r.tuning));
-    while (static_cast<int>(learners.size()) < next_k) add_learner();
-    while (static_cast<int>(learners.size()) > next_k) learners.pop_back();
-    if (chatty && next_k != k)
-      fmt::print("auto-tune: {} learner(s) per rank gave {:.0f} samples/s; {} {}\n", k, r.tuning.back().samples_per_second,
-                 next_k > k ? "trying" : "keeping", next_k);
+    const int next_k = std::max(1, tuner_->after_iteration(k, seconds, static_cast<double>(w_.size) * k * b_, r_.tuning));
+    set_learner_count(next_k);
+    if (w_.rank == 0 && next_k != k)
+      fmt::print("auto-tune: {} learner(s) per rank gave {:.0f} samples/s; {} {}\n", k,
+                 r_.tuning.back().samples_per_second, next_k > k ? "trying" : "keeping", next_k);
 
     const bool last = finished();
-    if (iteration % job.log_every == 0 || last || stop) {
-      r.final_loss = sum_over_world(window_loss) / (w.size * window_iterations);
-      const double rate = window_samples / std::max(1e-9, window_seconds);
-      if (chatty)
-        fmt::print("iteration {} | epoch {:.2f} | loss {:.4f} | {:.0f} samples/s | lr {:.4g} | learners {} | ETA {}\n",
-                   iteration, static_cast<double>(batches) / per_epoch, r.final_loss, rate, lr, learners.size(),
-                   eta(static_cast<double>(remaining_batches()) * b / rate));
-      std::fflush(stdout);
-      run_log().progress(wall(), iteration, static_cast<double>(batches) / per_epoch, r.final_loss, rate, lr);
-      window_loss = 0;
-      window_iterations = window_samples = 0;
-      window_seconds = 0;
-    }
+    if (iteration_ % job_.log_every == 0 || last || stop) log_progress(lr);
     if (stop) {  // the checkpoint and metrics below, no evaluation: the scheduler's kill may be near
-      r.stopped_by = stop_signal_name(stop);
+      r_.stopped_by = stop_signal_name(stop);
       break;
     }
-    const bool eval_due = job.eval_every > 0 ? iteration >= next_eval : batches >= next_eval;
-    if (data.has_test && (eval_due || last)) {
-      next_eval += eval_step;
-      const auto e0 = Clock::now();
-      replicas_to_host();
-      const float* model = average_model();
-      const float* state = average_state();
-      std::unique_lock<std::mutex> guard(params_lock);  // shadow's thread must not average the swapped-in model
-      EvalPoint p = evaluate(first, model, state, data.test, job);
-      guard.unlock();
-      p.step = iteration;
-      p.epoch = static_cast<double>(batches) / per_epoch;
-      if (record_evaluation(r, job, p, "iteration", seconds_since(e0), wall(), chatty)) break;
-    }
-    if (!last && checkpoint_due(job, iteration - 1, last_checkpoint)) {
+    if (evaluate_now(last)) break;
+    if (!last && checkpoint_due(job_, iteration_ - 1, last_checkpoint_)) {
       save_checkpoint();
-      last_checkpoint = Clock::now();
+      last_checkpoint_ = Clock::now();
     }
   }
-  if (check_average && chatty)
-    fmt::print("average model identical on every rank after each of {} synchronisations\n", checked);
-  if (window_iterations > 0) r.final_loss = sum_over_world(window_loss) / (w.size * window_iterations);
-  if (averager) r.shadow_rounds = averager->finish();
-  r.learners = static_cast<int>(learners.size());
-  r.steps = iteration;
-  r.epochs = static_cast<double>(batches) / per_epoch;
-  r.samples_per_second =
-      static_cast<double>(batches - first_batches) * b / std::max(1e-9, r.train_seconds - r.earlier_train_seconds);
-  r.forward_gflop_per_sample = first.model().forward_flops_per_sample() / 1e9;
-  r.achieved_gflops = 3.0 * r.forward_gflop_per_sample * r.samples_per_second;
-  r.wall_seconds = wall();
-  if (!job.checkpoint_path.empty()) save_checkpoint();
-  return r;
+  finish();
+  return r_;
 }
+
+}  // namespace
+
+TrainResult train_small_batch(const JobConfig& job) { return LearnerRun(job).run(); }
 
 }  // namespace burstpool

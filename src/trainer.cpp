@@ -45,34 +45,10 @@ void share_statistics(const JobConfig& job, Executor& exec) {
   if (device) device->copy_in(DeviceModel::Buffer::state, -1, 0, m.state().data(), m.state().size());
 }
 
-// Test-set accuracy and mean loss, in eval mode, in batches of up to the
-// global batch, through the same plan as training.
+// Test-set accuracy and mean loss through the same plan as training.
 EvalPoint evaluate(Executor& exec, const Dataset& test, const JobConfig& job) {
   share_statistics(job, exec);
-  Model& m = exec.model();
-  const int k = m.classes(), chunk = exec.plan().global_batch;
-  std::vector<uint32_t> idx(chunk);
-  std::vector<float> images;
-  std::vector<int32_t> labels;
-  Context ctx;
-  ctx.training = false;
-  ctx.seed = job.seed;
-  ctx.loss_scale = 1.0 / static_cast<double>(test.size());
-  double correct = 0, loss = 0;
-  for (size_t start = 0; start < test.size(); start += chunk) {
-    const int n = static_cast<int>(std::min<size_t>(chunk, test.size() - start));
-    for (int i = 0; i < n; ++i) idx[i] = static_cast<uint32_t>(start + i);
-    gather_images(test, idx.data(), exec.input_slice(n), images);
-    gather_labels(test, idx.data(), exec.loss_slice(n), labels);
-    loss += exec.forward(n, images.data(), labels.data(), ctx);
-    const Slice ls = exec.logits_slice(n);
-    if (ls.count == 0) continue;
-    correct += count_correct(m.activation(m.logits_layer()).data(), ls.count, k, test.labels.data() + start + ls.offset);
-  }
-  EvalPoint p;
-  p.accuracy = sum_over_world(correct) / static_cast<double>(test.size());
-  p.loss = sum_over_world(loss);
-  return p;
+  return evaluate_test_set(exec, test, 0, test.size(), job.seed);
 }
 
 Plan plan_for(const JobConfig& job, const ModelSpec& spec, int world_size, TrainResult& r) {
@@ -321,6 +297,33 @@ TrainResult train(const JobConfig& job) {
   return r;
 }
 
+EvalPoint evaluate_test_set(Executor& exec, const Dataset& test, size_t lo, size_t hi, uint64_t seed) {
+  Model& m = exec.model();
+  const int k = m.classes(), chunk = exec.plan().global_batch;
+  std::vector<uint32_t> idx(chunk);
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  Context ctx;
+  ctx.training = false;
+  ctx.seed = seed;
+  ctx.loss_scale = 1.0 / static_cast<double>(test.size());
+  double correct = 0, loss = 0;
+  for (size_t start = lo; start < hi; start += chunk) {
+    const int n = static_cast<int>(std::min<size_t>(chunk, hi - start));
+    for (int i = 0; i < n; ++i) idx[i] = static_cast<uint32_t>(start + i);
+    gather_images(test, idx.data(), exec.input_slice(n), images);
+    gather_labels(test, idx.data(), exec.loss_slice(n), labels);
+    loss += exec.forward(n, images.data(), labels.data(), ctx);
+    const Slice ls = exec.logits_slice(n);
+    if (ls.count == 0) continue;
+    correct += count_correct(m.activation(m.logits_layer()).data(), ls.count, k, test.labels.data() + start + ls.offset);
+  }
+  EvalPoint p;
+  p.accuracy = sum_over_world(correct) / static_cast<double>(test.size());
+  p.loss = sum_over_world(loss);
+  return p;
+}
+
 TrainResult start_result(const JobConfig& job) {
   TrainResult r;
   r.job = job.name;
@@ -440,7 +443,7 @@ nlohmann::json metrics_json(const TrainResult& r) {
   nlohmann::json tuning = nlohmann::json::array();
   for (const auto& t : r.tuning) tuning.push_back({{"learners", t.learners}, {"samples_per_second", t.samples_per_second}});
   out["learner_tuning"] = tuning;
-  if (r.strategy == "shadow") out["shadow_rounds"] = r.shadow_rounds;
+  for (const auto& [key, value] : r.strategy_counts) out[key] = value;
   out["target_accuracy"] = r.target_accuracy;
   out["time_to_target_seconds"] = number(r.time_to_target_seconds);
   out["epochs_to_target"] = number(r.epochs_to_target);

@@ -91,10 +91,15 @@ class TwinDevice final : public DeviceModel {
     }
     sgd_->step(lr, ranges);
   }
-  void sma_step(const SmaOptions& options, float lr, const float* z, float* delta) override {
+  void axpby(float a, Buffer x, float b, Buffer y) override {
     const size_t n = twin_.param_count();
-    std::fill(delta, delta + n, 0.0f);  // as the host path does before its step
-    sma_learner_step(options, twin_.params().data(), sgd_->velocity().data(), twin_.grads().data(), z, lr, delta, n);
+    const float* xs = at(x, -1, 0, n);
+    float* ys = at(y, -1, 0, n);
+    if (b == 0.0f) {
+      for (size_t i = 0; i < n; ++i) ys[i] = a * xs[i];
+    } else {
+      for (size_t i = 0; i < n; ++i) ys[i] = a * xs[i] + b * ys[i];
+    }
   }
 
   void use_slot_buffers(const std::vector<std::vector<bool>>& direct) override {
@@ -183,6 +188,7 @@ class TwinDevice final : public DeviceModel {
     if (velocity) std::memcpy(sgd_->velocity().data(), velocity, twin_.param_count() * sizeof(float));
   }
   void synchronize() override {}  // the twin's work is done when its calls return
+  bool supports(LayerKind) const override { return true; }  // it runs the CPU layers
   std::string describe() const override {
     const bool between = ranks_.host_sum || asked_transport_;
     return std::string("twin device (a second model in host memory)") +
@@ -218,6 +224,9 @@ class TwinDevice final : public DeviceModel {
       case Buffer::parameter_gradient: whole = &twin_.grads(); break;
       case Buffer::parameters: whole = &twin_.params(); break;
       case Buffer::state: whole = &twin_.state(); break;
+      case Buffer::momentum: whole = &sgd_->velocity(); break;
+      case Buffer::scratch_a:
+      case Buffer::scratch_b: whole = &scratch(what); break;
     }
     if (what == Buffer::parameter_gradient || what == Buffer::parameters || what == Buffer::state) {
       const auto range = layer < 0 ? std::pair<size_t, size_t>{0, whole->size()}
@@ -225,9 +234,18 @@ class TwinDevice final : public DeviceModel {
       offset = range.first;
       limit = range.second;
     }
+    if (what == Buffer::momentum || what == Buffer::scratch_a || what == Buffer::scratch_b) {
+      BP_CHECK(layer < 0, "twin device: layer {} of a whole-model vector", layer);
+      limit = whole->size();
+    }
     BP_CHECK(!whole->empty() && floats <= limit, "twin device: {} floats of layer {} slot {} past its buffer", floats,
              layer, slot);
     return whole->data() + offset;
+  }
+  Tensor& scratch(Buffer which) {
+    Tensor& t = scratch_[which == Buffer::scratch_a ? 0 : 1];
+    if (t.empty()) t = Tensor::zeros(Shape{1, static_cast<int>(twin_.param_count())});
+    return t;
   }
   size_t capacity_floats(int layer) const {
     if (twin_.layer(layer).is_loss()) return 1;
@@ -238,6 +256,7 @@ class TwinDevice final : public DeviceModel {
   TwinOptions options_;
   Model twin_;
   std::unique_ptr<Sgd> sgd_;  // the twin's velocity
+  Tensor scratch_[2];         // Buffer::scratch_a and scratch_b, made at first use
   std::vector<std::vector<Tensor>> slot_in_, slot_grad_;
   DeviceRanks ranks_;
   std::function<void()> before_layer_;

@@ -14,7 +14,6 @@
 #include "burstpool/layer.hpp"
 #include "burstpool/model.hpp"
 #include "burstpool/optimizer.hpp"
-#include "burstpool/sma.hpp"
 
 namespace burstpool {
 
@@ -64,13 +63,6 @@ class DeviceModel {
   virtual void logits(float* host) = 0;  // the last forward's logits
   // SGD on the parameter ranges given (those of the layers this rank runs).
   virtual void sgd_step(float lr, const SgdOptions& options, const std::vector<std::pair<size_t, size_t>>& ranges) = 0;
-  // One SMA learner step (sma_learner_step, include/burstpool/sma.hpp) on
-  // the device's parameters, with its momentum buffer as u_j and its
-  // parameter gradients: z (param_count floats) comes from the host, and
-  // this learner's c_j goes to `delta` on the host, overwriting it. Returns
-  // when delta is there.
-  virtual void sma_step(const SmaOptions& options, float lr, const float* z, float* delta) = 0;
-
   // Burst plans. Each layer works on Model::layer_batch samples, which the
   // executor sets. Input slots whose producer runs on another rank set
   // (direct[layer][slot] false) get buffers of their own, in the layer's
@@ -82,13 +74,25 @@ class DeviceModel {
   virtual void forward_layer(int layer, const Context& ctx) = 0;
   virtual void backward_layer(int layer, const Context& ctx) = 0;  // parameter gradients overwritten
   virtual float loss() = 0;  // after the loss layer's forward_layer
-  enum class Buffer { activation, gradient, slot_input, slot_gradient, parameter_gradient, parameters, state };
+  enum class Buffer {
+    activation, gradient, slot_input, slot_gradient, parameter_gradient, parameters, state,
+    momentum, scratch_a, scratch_b  // whole flat vectors only (layer -1): the SGD velocity, a strategy's scratch
+  };
   // `floats` values from the start of a layer's buffer (slot: for the slot
   // buffers) to host memory and back. copy_out returns with the data there.
   // For parameters, parameter_gradient and state, layer -1 means the whole
-  // flat array (laid out as the Model's).
+  // flat array (laid out as the Model's); momentum and the scratch vectors
+  // are whole arrays only.
   virtual void copy_out(Buffer what, int layer, int slot, float* host, size_t floats) = 0;
   virtual void copy_in(Buffer what, int layer, int slot, const float* host, size_t floats) = 0;
+  // A sync strategy's update on the device, in generic pieces (the sma
+  // strategy's step is a sequence of them, src/sma.cpp): whole flat vectors
+  // of param_count floats (parameters, parameter_gradient, momentum and the
+  // two scratch vectors, made at first use) combined as y = a x + b y,
+  // elementwise, in the stream order of the other work; with b == 0, y is
+  // only written (BLAS's beta = 0: y = a x exactly, whatever y held). Vectors
+  // go up and down with copy_in and copy_out at layer -1.
+  virtual void axpby(float a, Buffer x, float b, Buffer y) = 0;
   // Burst plans: slices and parameter-gradient sums carried between the
   // devices directly, or an empty transport when this device cannot (the
   // CUDA one: unless every rank has a GPU of its own, as NCCL needs).
@@ -103,6 +107,9 @@ class DeviceModel {
   virtual void to_host(float* velocity) = 0;          // parameters, state into the Model; momentum into velocity
   virtual void from_host(const float* velocity) = 0;  // the reverse
   virtual std::string describe() const = 0;           // for the banner: which device
+  // Whether this device runs layers of `kind`: Executor::use_device refuses
+  // a model with a layer it does not, naming the layer, before training.
+  virtual bool supports(LayerKind kind) const = 0;
   // Returns once the work launched so far is done (for timing it).
   virtual void synchronize() = 0;
 };

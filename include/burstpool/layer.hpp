@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,28 @@
 namespace burstpool {
 
 enum class Init { zeros, ones, kaiming_uniform };
+
+// The layer types make_layer knows. Code outside the registry
+// (src/layer_registry.cpp, which maps each type name to one) compares kinds,
+// never type names; a device answers DeviceModel::supports(kind).
+enum class LayerKind {
+  input, linear, conv2d, relu, dropout, maxpool2d, avgpool2d, global_avgpool, flatten, batchnorm2d, add, concat,
+  softmax_cross_entropy
+};
+// The kind a type name stands for; empty for a name the registry lacks.
+std::optional<LayerKind> layer_kind(const std::string& type);
+const std::string& layer_kind_name(LayerKind kind);  // its type name in model files
+
+// What a layer was built with, parsed once by its factory (layers/*.cpp,
+// which hold the keys' defaults and checks): every backend reads these, and
+// none parses a layer's keys again. Fields a kind does not use keep their
+// initial values.
+struct LayerAttrs {
+  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;  // conv2d, maxpool2d, avgpool2d: window, stride, padding
+  float p = 0.0f;                                      // dropout: the probability of dropping
+  uint64_t salt = 0;                                   // dropout: its mask stream (the layer's name hashed)
+  float eps = 0.0f, momentum = 0.0f;                   // batchnorm2d
+};
 
 struct ParamSpec {
   std::string name;  // "weight", "bias", "running_mean", ...
@@ -66,6 +89,8 @@ class Layer {
 
   const std::string& name() const { return name_; }
   const std::string& type() const { return type_; }
+  LayerKind kind() const { return kind_; }
+  const LayerAttrs& attrs() const { return attrs_; }
 
   // Fixes shapes from per-sample input shapes; returns the per-sample output
   // shape. Throws Error naming the layer when the inputs do not fit.
@@ -104,9 +129,14 @@ class Layer {
   [[noreturn]] void fail_shape(const std::string& message) const;
 
   std::string name_, type_;
+  LayerAttrs attrs_;  // filled by the constructors of the kinds that have any
   std::vector<Shape> in_shapes_;  // per sample (n = 1)
   Shape out_shape_;
   std::vector<Tensor> params_, grads_, state_;
+
+ private:
+  friend std::unique_ptr<Layer> make_layer(const LayerSpec& spec);
+  LayerKind kind_ = LayerKind::input;  // set by make_layer, from the registry
 };
 
 // Builds the layer a LayerSpec describes; throws Error naming file:line for

@@ -20,6 +20,8 @@
 
 namespace burstpool {
 
+class DeviceModel;  // device_model.hpp
+
 struct SmaOptions {
   float alpha = 0.1f;             // pull towards the average model
   float momentum = 0.9f;          // each learner's own momentum
@@ -33,13 +35,20 @@ struct SmaOptions {
 void sma_learner_step(const SmaOptions& options, float* w, float* u, const float* grad, const float* z, float lr,
                       float* delta, size_t n);
 
+// The same step on a device's copy of the learner (DeviceModel::axpby
+// pieces, the same float operations in the same order): its parameters,
+// momentum (u_j) and parameter gradients (overwritten with g); z
+// (param_count floats) goes up, and c_j comes back into `c`, overwriting it.
+// Uses both scratch vectors. Returns when c is there.
+void sma_device_step(DeviceModel& device, const SmaOptions& options, float lr, const float* z, float* c, size_t n);
+
 class AverageModel {
  public:
   AverageModel(const float* init, size_t n, float average_momentum);
   const float* data() const { return z_.data(); }
-  const float* previous() const { return z_prev_.data(); }  // z_prev, for checkpoints
-  // Both vectors back from a checkpoint, each of size() floats.
-  void restore(const float* z, const float* z_prev);
+  // z and z_prev to write or read back (checkpoints), each of size() floats.
+  float* z() { return z_.data(); }
+  float* previous() { return z_prev_.data(); }
   size_t size() const { return z_.size(); }
   // z = z + delta + average_momentum * (z - z_prev), from the global Delta.
   void step(const float* delta);

@@ -23,6 +23,9 @@
 
 namespace burstpool {
 
+class Executor;
+struct Dataset;
+
 struct EvalPoint {
   int64_t step = 0;
   double epoch = 0;
@@ -62,7 +65,9 @@ struct TrainResult {
     double samples_per_second;
   };
   std::vector<Tuning> tuning;     // the auto-tuner's trials, in order
-  int64_t shadow_rounds = 0;      // shadow: background averaging rounds on rank 0
+  // A learner strategy's own metrics keys (SyncStrategy::finish; shadow:
+  // shadow_rounds, its background averaging rounds on rank 0).
+  std::vector<std::pair<std::string, int64_t>> strategy_counts;
   double target_accuracy = 0;     // [train] target_accuracy; 0: none
   double time_to_target_seconds = NAN, epochs_to_target = NAN;  // training seconds, epochs; NaN: not reached
   double wall_to_target_seconds = NAN;  // wall seconds from the start, loading and evaluations included
@@ -86,6 +91,14 @@ TrainResult train_small_batch(const JobConfig& job);
 // Both trainers at the start: the result's fields fixed by the job and the
 // world (threads as configure_threads sets them up).
 TrainResult start_result(const JobConfig& job);
+
+// Both trainers' evaluation: test samples [lo, hi) in eval mode, in batches
+// of up to the plan's global batch, through `exec` (the foreground's whole
+// plan over the world, or a learner's replica on its own rank). Collective
+// over the world: each rank passes its own range (the whole test set when
+// exec spans the world) and the counts are summed; the loss is the mean over
+// the test set.
+EvalPoint evaluate_test_set(Executor& exec, const Dataset& test, size_t lo, size_t hi, uint64_t seed);
 
 // Both trainers after an evaluation: records it in r (evaluation seconds
 // included), prints it on rank 0 ("eval @ <unit> <p.step>"), and notes the

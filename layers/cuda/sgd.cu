@@ -1,5 +1,6 @@
 // The optimizer updates on the device: SGD, the PyTorch rule of Sgd::step
-// (src/optimizer.cpp), and an SMA learner's step (src/sma.cpp).
+// (src/optimizer.cpp), and y = a x + b y, the piece sync strategies build
+// their updates from (DeviceModel::axpby).
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -18,25 +19,18 @@ __global__ void sgd_kernel(float* w, const float* g, float* v, size_t n, float l
   w[i] -= lr * (nesterov ? grad + mu * vel : vel);
 }
 
-// sma_learner_step (src/sma.cpp) per element; delta is overwritten with c_j.
-__global__ void sma_kernel(float* w, float* u, const float* g, const float* z, float* delta, size_t n, float lr,
-                           float mu, float alpha, float wd) {
+// b == 0: y is only written (BLAS's beta = 0).
+__global__ void axpby_kernel(float a, const float* x, float b, float* y, size_t n) {
   const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float grad = g[i] + wd * w[i];
-  const float vel = -lr * grad + mu * u[i];
-  u[i] = vel;
-  const float c = alpha * (w[i] - z[i]);
-  w[i] = w[i] + vel - c;
-  delta[i] = c;
+  y[i] = b == 0.0f ? a * x[i] : a * x[i] + b * y[i];
 }
 
 }  // namespace
 
-void sma_kernel_launch(float* w, float* u, const float* g, const float* z, float* delta, size_t n, float lr, float mu,
-                       float alpha, float wd, cudaStream_t stream) {
+void axpby_kernel_launch(float a, const float* x, float b, float* y, size_t n, cudaStream_t stream) {
   if (n == 0) return;
-  sma_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(w, u, g, z, delta, n, lr, mu, alpha, wd);
+  axpby_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(a, x, b, y, n);
   BP_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -9,39 +9,15 @@
 #include "check.hpp"
 
 namespace burstpool::cuda {
-namespace {
-
-// The attributes a layer's kernels need, read once from its spec.
-GpuModel::LayerAttrs read_attrs(const Layer& layer, const LayerSpec& spec) {
-  GpuModel::LayerAttrs a;
-  SpecReader r(spec);
-  const std::string& type = layer.type();
-  if (type == "conv2d" || type == "maxpool2d" || type == "avgpool2d") {
-    std::tie(a.kh, a.kw) = r.require_pair("kernel");
-    std::tie(a.sh, a.sw) = r.get_pair("stride", type == "conv2d" ? std::pair{1, 1} : std::pair{a.kh, a.kw});
-    std::tie(a.ph, a.pw) = r.get_pair("padding", {0, 0});
-  } else if (type == "dropout") {
-    a.p = r.get_float("p", 0.5f);
-    a.salt = cpu::hash_name(layer.name());
-  } else if (type == "batchnorm2d") {
-    a.eps = r.get_float("eps", 1e-5f);
-    a.momentum = r.get_float("momentum", 0.1f);
-  }
-  return a;
-}
-
-}  // namespace
 
 void sgd_kernel_launch(float* w, const float* g, float* v, size_t n, float lr, float mu, float wd, bool nesterov,
                        cudaStream_t stream);
-void sma_kernel_launch(float* w, float* u, const float* g, const float* z, float* delta, size_t n, float lr, float mu,
-                       float alpha, float wd, cudaStream_t stream);
+void axpby_kernel_launch(float a, const float* x, float b, float* y, size_t n, cudaStream_t stream);
 
 GpuModel::GpuModel(Model& host, std::unique_ptr<Context> owned) : GpuModel(host, *owned) { owned_context_ = std::move(owned); }
 
 GpuModel::GpuModel(Model& host, Context& ctx) : host_(host), ctx_(ctx), stream_(ctx.work_stream()) {
   const Model& m = host_;
-  for (int i = 0; i < m.size(); ++i) attrs_.push_back(read_attrs(m.layer(i), m.layer_spec(i)));
   params_ = device(m.param_count());
   grads_ = device(m.param_count());
   velocity_ = device(m.param_count());
@@ -56,7 +32,7 @@ GpuModel::GpuModel(Model& host, Context& ctx) : host_(host), ctx_(ctx), stream_(
     slot_in_.emplace_back(m.inputs(i).size(), nullptr);
     slot_grad_.emplace_back(m.inputs(i).size(), nullptr);
     widest = std::max<size_t>(widest, m.layer(i).output_shape().c);
-    const bool bn = m.layer(i).type() == "batchnorm2d";
+    const bool bn = m.layer(i).kind() == LayerKind::batchnorm2d;
     has_batchnorm_ = has_batchnorm_ || bn;
     layer_mean_.push_back(bn ? device(m.layer(i).output_shape().c) : nullptr);
     layer_invstd_.push_back(bn ? device(m.layer(i).output_shape().c) : nullptr);
@@ -98,7 +74,9 @@ void GpuModel::join_ranks(DeviceRanks ranks) {
 
 void GpuModel::write_dropout_keys(const burstpool::Context& ctx) {
   for (int i = 0; i < host_.size(); ++i)
-    host_keys_[i] = host_.layer(i).type() == "dropout" ? cpu::dropout_step_key(ctx.seed, attrs_[i].salt, ctx.step) : 0;
+    host_keys_[i] = host_.layer(i).kind() == LayerKind::dropout
+                        ? cpu::dropout_step_key(ctx.seed, host_.layer(i).attrs().salt, ctx.step)
+                        : 0;
   // host_keys_ is written again only after this step's final synchronisation.
   BP_CUDA_CHECK(cudaMemcpyAsync(keys_, host_keys_, host_.size() * sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
 }
@@ -245,6 +223,9 @@ float* GpuModel::buffer(Buffer what, int layer, int slot) const {
     case Buffer::parameter_gradient: return layer < 0 ? grads_ : grads_ + host_.param_range(layer).first;
     case Buffer::parameters: return layer < 0 ? params_ : params_ + host_.param_range(layer).first;
     case Buffer::state: return layer < 0 ? state_ : state_ + host_.state_range(layer).first;
+    case Buffer::momentum: return layer < 0 ? velocity_ : nullptr;
+    case Buffer::scratch_a: return layer < 0 ? scratch_[0] : nullptr;
+    case Buffer::scratch_b: return layer < 0 ? scratch_[1] : nullptr;
   }
   return nullptr;
 }
@@ -252,7 +233,7 @@ float* GpuModel::buffer(Buffer what, int layer, int slot) const {
 void GpuModel::copy_out(Buffer what, int layer, int slot, float* host, size_t floats) {
   if (floats == 0) return;
   use_device();
-  const float* from = buffer(what, layer, slot);
+  const float* from = layer < 0 ? flat(what) : buffer(what, layer, slot);
   BP_CHECK(from, "layer {} slot {}: no such device buffer", layer, slot);
   download_to(host, from, floats);
 }
@@ -260,7 +241,7 @@ void GpuModel::copy_out(Buffer what, int layer, int slot, float* host, size_t fl
 void GpuModel::copy_in(Buffer what, int layer, int slot, const float* host, size_t floats) {
   if (floats == 0) return;
   use_device();
-  float* to = buffer(what, layer, slot);
+  float* to = layer < 0 ? flat(what) : buffer(what, layer, slot);
   BP_CHECK(to, "layer {} slot {}: no such device buffer", layer, slot);
   // From pageable memory: the copy has read `host` when this returns.
   BP_CUDA_CHECK(cudaMemcpyAsync(to, host, floats * sizeof(float), cudaMemcpyHostToDevice, stream_));
@@ -395,7 +376,7 @@ GpuModel::LayerView GpuModel::view(int i) const {
   const auto& ins = host_.inputs(i);
   const Shape in = host_.layer(ins[0]).output_shape(), out = l.output_shape();
   return {l,
-          attrs_[i],
+          l.attrs(),
           ins,
           layer_n_[i],
           in,
@@ -419,61 +400,67 @@ Geometry2d GpuModel::LayerView::geometry() const {
 
 void GpuModel::launch_forward(int i, const burstpool::Context& ctx) {
   const LayerView v = view(i);
-  const std::string& type = v.layer.type();
   const int n = v.n;
   const Shape &in = v.in, &out = v.out;
   float *x = v.x, *y = v.y, *p = v.p;
   float* s = state_ + host_.state_range(i).first;
-  if (type == "conv2d") {
-    const Geometry2d geo = v.geometry();
-    auto& conv = convs_[{i, n}];
-    if (!conv) conv = std::make_unique<CudnnConv>(ctx_.cudnn(), geo, conv_algorithms_);
-    conv->forward(x, p, v.bias(p, geo.weights()), y, ctx_.allocator(), stream_);
-  } else if (type == "maxpool2d" || type == "avgpool2d") {
-    auto& pool = pools_[{i, n}];
-    if (!pool) pool = std::make_unique<CudnnPool>(ctx_.cudnn(), v.geometry(), type == "maxpool2d");
-    pool->forward(x, y, stream_);
-  } else if (type == "global_avgpool") {
-    global_avgpool_forward(x, y, static_cast<size_t>(n) * in.c, in.h * in.w, stream_);
-  } else if (type == "relu") {
-    relu_forward(x, y, v.out_n, stream_);
-  } else if (type == "flatten") {
-    write_grad(y, x, v.out_n, false, stream_);
-  } else if (type == "linear") {
-    const int fin = static_cast<int>(in.per_sample()), fout = static_cast<int>(out.per_sample());
-    linear_forward(ctx_.cublas(), x, p, v.bias(p, static_cast<size_t>(fin) * fout), y, n, fin, fout, stream_);
-  } else if (type == "dropout") {
-    const float prob = v.attrs.p;
-    if (!ctx.training || prob == 0.0f)
+  switch (v.layer.kind()) {
+    case LayerKind::conv2d: {
+      const Geometry2d geo = v.geometry();
+      auto& conv = convs_[{i, n}];
+      if (!conv) conv = std::make_unique<CudnnConv>(ctx_.cudnn(), geo, conv_algorithms_);
+      conv->forward(x, p, v.bias(p, geo.weights()), y, ctx_.allocator(), stream_);
+      return;
+    }
+    case LayerKind::maxpool2d:
+    case LayerKind::avgpool2d: {
+      auto& pool = pools_[{i, n}];
+      if (!pool) pool = std::make_unique<CudnnPool>(ctx_.cudnn(), v.geometry(), v.layer.kind() == LayerKind::maxpool2d);
+      pool->forward(x, y, stream_);
+      return;
+    }
+    case LayerKind::global_avgpool:
+      return global_avgpool_forward(x, y, static_cast<size_t>(n) * in.c, in.h * in.w, stream_);
+    case LayerKind::relu: return relu_forward(x, y, v.out_n, stream_);
+    case LayerKind::flatten: return write_grad(y, x, v.out_n, false, stream_);
+    case LayerKind::linear: {
+      const int fin = static_cast<int>(in.per_sample()), fout = static_cast<int>(out.per_sample());
+      return linear_forward(ctx_.cublas(), x, p, v.bias(p, static_cast<size_t>(fin) * fout), y, n, fin, fout, stream_);
+    }
+    case LayerKind::dropout:
+      if (!ctx.training || v.attrs.p == 0.0f) return write_grad(y, x, v.out_n, false, stream_);
+      return dropout_apply(x, y, n, out.per_sample(), v.attrs.p, keys_ + i, ctx.sample_offset, false, stream_);
+    case LayerKind::batchnorm2d: {
+      const int c = in.c, hw = in.h * in.w;
+      const float eps = v.attrs.eps;
+      if (ctx.training) {
+        bn_forward_sums(x, n, c, hw, bn_sums_, stream_);
+        sum_over_group(bn_sums_, 2 * c + 1, ctx);
+        bn_forward_finish(bn_sums_, c, eps, v.attrs.momentum, s, s + c, layer_mean_[i], layer_invstd_[i], stream_);
+      } else {
+        bn_eval_stats(s, s + c, c, eps, layer_mean_[i], layer_invstd_[i], stream_);
+      }
+      return bn_apply(x, p, p + c, layer_mean_[i], layer_invstd_[i], y, n, c, hw, stream_);
+    }
+    case LayerKind::add:
       write_grad(y, x, v.out_n, false, stream_);
-    else
-      dropout_apply(x, y, n, out.per_sample(), prob, keys_ + i, ctx.sample_offset, false, stream_);
-  } else if (type == "batchnorm2d") {
-    const int c = in.c, hw = in.h * in.w;
-    const float eps = v.attrs.eps, momentum = v.attrs.momentum;
-    if (ctx.training) {
-      bn_forward_sums(x, n, c, hw, bn_sums_, stream_);
-      sum_over_group(bn_sums_, 2 * c + 1, ctx);
-      bn_forward_finish(bn_sums_, c, eps, momentum, s, s + c, layer_mean_[i], layer_invstd_[i], stream_);
-    } else {
-      bn_eval_stats(s, s + c, c, eps, layer_mean_[i], layer_invstd_[i], stream_);
+      for (size_t k = 1; k < v.ins.size(); ++k) write_grad(y, input(i, k), v.out_n, true, stream_);
+      return;
+    case LayerKind::concat: {
+      size_t offset = 0;
+      for (size_t k = 0; k < v.ins.size(); ++k) {
+        const size_t per = host_.layer(v.ins[k]).output_shape().per_sample();
+        concat_forward_part(input(i, k), y, n, per, offset, out.per_sample(), stream_);
+        offset += per;
+      }
+      return;
     }
-    bn_apply(x, p, p + c, layer_mean_[i], layer_invstd_[i], y, n, c, hw, stream_);
-  } else if (type == "add") {
-    write_grad(y, x, v.out_n, false, stream_);
-    for (size_t k = 1; k < v.ins.size(); ++k) write_grad(y, input(i, k), v.out_n, true, stream_);
-  } else if (type == "concat") {
-    size_t offset = 0;
-    for (size_t k = 0; k < v.ins.size(); ++k) {
-      const size_t per = host_.layer(v.ins[k]).output_shape().per_sample();
-      concat_forward_part(input(i, k), y, n, per, offset, out.per_sample(), stream_);
-      offset += per;
-    }
-  } else if (type == "softmax_cross_entropy") {
-    softmax_xent_forward(x, labels_, prob_, loss_, n, static_cast<int>(in.per_sample()), ctx.loss_scale, stream_);
-  } else {
-    throw Error(fmt::format("layer '{}': type {} has no CUDA version yet", v.layer.name(), type));
+    case LayerKind::softmax_cross_entropy:
+      return softmax_xent_forward(x, labels_, prob_, loss_, n, static_cast<int>(in.per_sample()), ctx.loss_scale,
+                                  stream_);
+    case LayerKind::input: break;  // never launched: its activations are the loaded batch
   }
+  BP_CHECK(false, "layer '{}': no forward for type {} on the GPU", v.layer.name(), v.layer.type());
 }
 
 void GpuModel::backward(const burstpool::Context& ctx) {
@@ -492,7 +479,6 @@ void GpuModel::backward(const burstpool::Context& ctx) {
 
 void GpuModel::launch_backward(int i, const burstpool::Context& ctx) {
   const LayerView v = view(i);
-  const std::string& type = v.layer.type();
   const int n = v.n;
   const auto& ins = v.ins;
   const Shape &in = v.in, &out = v.out;
@@ -504,48 +490,62 @@ void GpuModel::launch_backward(int i, const burstpool::Context& ctx) {
   // A slot buffer of its own is overwritten: the executor adds it to the producer's gradient.
   auto acc = [&](size_t k) { return !slot_grad_[i][k] && host_.accumulates(i, static_cast<int>(k)); };
   float* dx = dx_of(0);
-  if (type == "conv2d") {
-    const Geometry2d geo = v.geometry();
-    convs_.at({i, n})->backward(x, p, dy, g, v.bias(g, geo.weights()), dx, acc(0), ctx_.allocator(), stream_);
-  } else if (type == "maxpool2d" || type == "avgpool2d") {
-    if (dx) pools_.at({i, n})->backward(x, y, dy, dx, acc(0), stream_);
-  } else if (type == "global_avgpool") {
-    if (dx) global_avgpool_backward(dy, dx, static_cast<size_t>(n) * in.c, in.h * in.w, acc(0), stream_);
-  } else if (type == "relu") {
-    if (dx) relu_backward(x, dy, dx, v.out_n, acc(0), stream_);
-  } else if (type == "flatten") {
-    if (dx) write_grad(dx, dy, v.out_n, acc(0), stream_);
-  } else if (type == "linear") {
-    const int fin = static_cast<int>(in.per_sample()), fout = static_cast<int>(out.per_sample());
-    linear_backward(ctx_.cublas(), x, p, dy, g, v.bias(g, static_cast<size_t>(fin) * fout), dx, acc(0), n, fin, fout,
-                    stream_);
-  } else if (type == "dropout") {
-    const float prob = v.attrs.p;
-    if (!dx) return;
-    if (!ctx.training || prob == 0.0f)
-      write_grad(dx, dy, v.out_n, acc(0), stream_);
-    else
-      dropout_apply(dy, dx, n, out.per_sample(), prob, keys_ + i, ctx.sample_offset, acc(0), stream_);
-  } else if (type == "batchnorm2d") {
-    const int c = in.c, hw = in.h * in.w;
-    bn_backward_sums(x, dy, layer_mean_[i], layer_invstd_[i], n, c, hw, bn_sums_, g, g + c, stream_);
-    if (dx && ctx.training) sum_over_group(bn_sums_, 2 * c + 1, ctx);  // as the CPU layer does
-    if (dx) bn_backward_dx(x, dy, p, layer_mean_[i], layer_invstd_[i], bn_sums_, ctx.training, dx, acc(0), n, c, hw,
-                           stream_);
-  } else if (type == "add") {
-    for (size_t k = 0; k < ins.size(); ++k)
-      if (float* d = dx_of(k)) write_grad(d, dy, v.out_n, acc(k), stream_);
-  } else if (type == "concat") {
-    size_t offset = 0;
-    for (size_t k = 0; k < ins.size(); ++k) {
-      const size_t per = host_.layer(ins[k]).output_shape().per_sample();
-      if (float* d = dx_of(k)) concat_backward_part(dy, d, n, per, offset, out.per_sample(), acc(k), stream_);
-      offset += per;
+  switch (v.layer.kind()) {
+    case LayerKind::conv2d: {
+      const Geometry2d geo = v.geometry();
+      return convs_.at({i, n})->backward(x, p, dy, g, v.bias(g, geo.weights()), dx, acc(0), ctx_.allocator(), stream_);
     }
-  } else if (type == "softmax_cross_entropy") {
-    // d(loss)/d(loss) = 1, so the logit gradient is (p - onehot) * loss_scale.
-    if (dx) softmax_xent_backward(prob_, labels_, static_cast<float>(ctx.loss_scale), dx, n,
-                                  static_cast<int>(in.per_sample()), acc(0), stream_);
+    case LayerKind::maxpool2d:
+    case LayerKind::avgpool2d:
+      if (dx) pools_.at({i, n})->backward(x, y, dy, dx, acc(0), stream_);
+      return;
+    case LayerKind::global_avgpool:
+      if (dx) global_avgpool_backward(dy, dx, static_cast<size_t>(n) * in.c, in.h * in.w, acc(0), stream_);
+      return;
+    case LayerKind::relu:
+      if (dx) relu_backward(x, dy, dx, v.out_n, acc(0), stream_);
+      return;
+    case LayerKind::flatten:
+      if (dx) write_grad(dx, dy, v.out_n, acc(0), stream_);
+      return;
+    case LayerKind::linear: {
+      const int fin = static_cast<int>(in.per_sample()), fout = static_cast<int>(out.per_sample());
+      return linear_backward(ctx_.cublas(), x, p, dy, g, v.bias(g, static_cast<size_t>(fin) * fout), dx, acc(0), n, fin,
+                             fout, stream_);
+    }
+    case LayerKind::dropout:
+      if (!dx) return;
+      if (!ctx.training || v.attrs.p == 0.0f) return write_grad(dx, dy, v.out_n, acc(0), stream_);
+      return dropout_apply(dy, dx, n, out.per_sample(), v.attrs.p, keys_ + i, ctx.sample_offset, acc(0), stream_);
+    case LayerKind::batchnorm2d: {
+      const int c = in.c, hw = in.h * in.w;
+      bn_backward_sums(x, dy, layer_mean_[i], layer_invstd_[i], n, c, hw, bn_sums_, g, g + c, stream_);
+      if (dx && ctx.training) sum_over_group(bn_sums_, 2 * c + 1, ctx);  // as the CPU layer does
+      if (dx)
+        bn_backward_dx(x, dy, p, layer_mean_[i], layer_invstd_[i], bn_sums_, ctx.training, dx, acc(0), n, c, hw,
+                       stream_);
+      return;
+    }
+    case LayerKind::add:
+      for (size_t k = 0; k < ins.size(); ++k)
+        if (float* d = dx_of(k)) write_grad(d, dy, v.out_n, acc(k), stream_);
+      return;
+    case LayerKind::concat: {
+      size_t offset = 0;
+      for (size_t k = 0; k < ins.size(); ++k) {
+        const size_t per = host_.layer(ins[k]).output_shape().per_sample();
+        if (float* d = dx_of(k)) concat_backward_part(dy, d, n, per, offset, out.per_sample(), acc(k), stream_);
+        offset += per;
+      }
+      return;
+    }
+    case LayerKind::softmax_cross_entropy:
+      // d(loss)/d(loss) = 1, so the logit gradient is (p - onehot) * loss_scale.
+      if (dx)
+        softmax_xent_backward(prob_, labels_, static_cast<float>(ctx.loss_scale), dx, n,
+                              static_cast<int>(in.per_sample()), acc(0), stream_);
+      return;
+    case LayerKind::input: return;  // no gradient for the data
   }
 }
 
@@ -557,18 +557,25 @@ void GpuModel::sgd_step(float lr, const SgdOptions& o, const std::vector<std::pa
   BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-void GpuModel::sma_step(const SmaOptions& o, float lr, const float* z, float* delta) {
+void GpuModel::axpby(float a, Buffer x, float b, Buffer y) {
   use_device();
-  const size_t n = host_.param_count();
-  if (!sma_z_) {  // first use: the learner's own z and c_j buffers
-    sma_z_ = device(n);
-    sma_delta_ = device(n);
+  const float* xs = flat(x);
+  float* ys = flat(y);
+  axpby_kernel_launch(a, xs, b, ys, host_.param_count(), stream_);
+}
+
+float* GpuModel::flat(Buffer what) {
+  if (what == Buffer::scratch_a || what == Buffer::scratch_b) {
+    float*& s = scratch_[what == Buffer::scratch_a ? 0 : 1];
+    if (!s) {
+      s = device(host_.param_count());
+      BP_CUDA_CHECK(cudaMemsetAsync(s, 0, host_.param_count() * sizeof(float), stream_));
+    }
+    return s;
   }
-  BP_CUDA_CHECK(cudaMemcpyAsync(sma_z_, z, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
-  sma_kernel_launch(params_, velocity_, grads_, sma_z_, sma_delta_, n, lr, o.momentum, o.alpha, o.weight_decay,
-                    stream_);
-  BP_CUDA_CHECK(cudaMemcpyAsync(delta, sma_delta_, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  float* at = buffer(what, -1, 0);
+  BP_CHECK(at, "no whole-model device vector {}", static_cast<int>(what));
+  return at;
 }
 
 }  // namespace burstpool::cuda

@@ -46,14 +46,6 @@ class GpuModel final : public DeviceModel {
   // `host` fixes shapes, capacity (max_batch) and initial values.
   GpuModel(Model& host, Context& ctx);
   GpuModel(Model& host, std::unique_ptr<Context> ctx);  // owns the context (make_cuda_model)
-
-  // A layer's attributes its kernels need, read from its spec once.
-  struct LayerAttrs {
-    int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;  // convolution, pooling
-    float p = 0.5f;                                      // dropout
-    uint64_t salt = 0;                                   // dropout: hash_name(layer)
-    float eps = 1e-5f, momentum = 0.1f;                  // batch norm
-  };
   ~GpuModel() override;
 
   void upload();    // parameters and state: host -> device
@@ -65,9 +57,10 @@ class GpuModel final : public DeviceModel {
   float forward(int batch, const float* images, const int32_t* labels, const burstpool::Context& ctx) override;
   void backward(const burstpool::Context& ctx) override;
   void logits(float* host) override;
+  bool supports(LayerKind) const override { return true; }  // every kind (launch_forward, launch_backward)
   // The PyTorch momentum rule, as Sgd::step.
   void sgd_step(float lr, const SgdOptions& options, const std::vector<std::pair<size_t, size_t>>& ranges) override;
-  void sma_step(const SmaOptions& options, float lr, const float* z, float* delta) override;
+  void axpby(float a, Buffer x, float b, Buffer y) override;
   void use_slot_buffers(const std::vector<std::vector<bool>>& direct) override;
   void load_input(const float* images, int images_n, const int32_t* labels, int labels_n,
                   const burstpool::Context& ctx) override;
@@ -95,7 +88,7 @@ class GpuModel final : public DeviceModel {
   // What forward and backward of one layer both need, for the current batch.
   struct LayerView {
     const Layer& layer;
-    const LayerAttrs& attrs;
+    const LayerAttrs& attrs;  // the layer's own (Layer::attrs)
     const std::vector<int>& ins;
     int n;
     Shape in, out;  // per sample: first input, output
@@ -114,7 +107,8 @@ class GpuModel final : public DeviceModel {
   void launch_backward(int i, const burstpool::Context& ctx);
   float* input(int i, size_t k) const;       // slot k's input: its own buffer, or the producer's activations
   float* input_grad(int i, size_t k) const;  // where slot k's input gradient goes; nullptr for the data layer
-  float* buffer(Buffer what, int layer, int slot) const;
+  float* buffer(Buffer what, int layer, int slot) const;  // nullptr for a scratch vector not made yet
+  float* flat(Buffer what);  // a whole-model vector; scratch ones made (zeroed) at first use
   void use_device() const;  // makes this model's GPU the calling thread's
   void next_piece();  // the before-layer hook, once the last layer's work is done
   // Batch-norm sums (count doubles on the device) over the ranks, if ctx sums over a group.
@@ -143,14 +137,13 @@ class GpuModel final : public DeviceModel {
   int batch_ = 0;
   std::vector<void*> owned_;
   float *params_ = nullptr, *grads_ = nullptr, *state_ = nullptr, *velocity_ = nullptr;
-  float *sma_z_ = nullptr, *sma_delta_ = nullptr;  // sma_step's, made at its first call
+  float* scratch_[2] = {nullptr, nullptr};         // Buffer::scratch_a and scratch_b, made at first use
   std::vector<float*> acts_, act_grads_;          // per layer, sized by its capacity on this rank
   std::vector<std::vector<float*>> slot_in_, slot_grad_;  // per input slot; nullptr: the producer's buffers
   std::vector<int> layer_n_;                       // each layer's samples in this step
   float* loss_ = nullptr;
   float* prob_ = nullptr;
   int32_t* labels_ = nullptr;
-  std::vector<LayerAttrs> attrs_;                  // per layer
   std::vector<float*> layer_mean_, layer_invstd_;  // batch norm, per layer
   double* bn_sums_ = nullptr;
   std::map<std::pair<int, int>, std::unique_ptr<CudnnConv>> convs_;  // (layer, batch)

@@ -180,9 +180,9 @@ TEST(GpuModel, BatchNormSumsOverTheGroupAsOnTheCpu) {
   EXPECT_GT(std::abs(grouped - alone), 1e-3f) << "the group sum changed nothing: was it called?";
 }
 
-// An SMA learner's step on the device (sma_step) against sma_learner_step on
-// the CPU, over two steps so the momentum u_j matters: parameters, u_j and
-// the correction c_j sent back.
+// An SMA learner's step on the device (sma_device_step: axpby pieces)
+// against sma_learner_step on the CPU, over two steps so the momentum u_j
+// matters: parameters, u_j and the correction c_j sent back.
 TEST(GpuModel, SmaStepMatchesTheCpu) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   const ModelSpec spec = parse_model_ini(kModel, "gpu_twin.ini");
@@ -204,7 +204,7 @@ TEST(GpuModel, SmaStepMatchesTheCpu) {
     gpu.backward(ctx);
     std::fill(cpu_delta.begin(), cpu_delta.end(), 0.0f);
     sma_learner_step(options, cpu.params().data(), u.data(), cpu.grads().data(), z.data(), 0.05f, cpu_delta.data(), p);
-    gpu.sma_step(options, 0.05f, z.data(), gpu_delta.data());  // overwrites the 7s
+    sma_device_step(gpu, options, 0.05f, z.data(), gpu_delta.data(), p);  // overwrites the 7s
     expect_close(gpu_delta.data(), cpu_delta.data(), p, "c_j");
   }
   std::vector<float> gpu_u(p);

@@ -1,12 +1,14 @@
-// GoogleTest main for tests run under mpiexec: initialises MPI, prints from
-// rank 0 only, and makes every rank agree on the result, so a failure on any
+// GoogleTest main for tests run under mpiexec: initialises MPI as the
+// burstpool binary does (init_mpi: world() set up for code that trains),
+// prints from rank 0 only, and makes every rank agree on the result, so a failure on any
 // rank fails the ctest entry.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "burstpool/runtime.hpp"
+
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  burstpool::init_mpi(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -17,6 +19,6 @@ int main(int argc, char** argv) {
   int failed = RUN_ALL_TESTS() != 0 ? 1 : 0, any = 0;
   MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (any && rank == 0 && !failed) std::printf("a test failed on another rank\n");
-  MPI_Finalize();
+  burstpool::finalize_mpi();
   return any;
 }

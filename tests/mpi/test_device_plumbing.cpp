@@ -9,8 +9,11 @@
 
 #include <atomic>
 #include <numeric>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "burstpool/error.hpp"
 #include "burstpool/executor.hpp"
 #include "grad_sync.hpp"
 #include "slice_mover.hpp"
@@ -64,7 +67,7 @@ class RecordingDevice final : public DeviceModel {
   }
   void logits(float*) override {}
   void sgd_step(float, const SgdOptions&, const std::vector<std::pair<size_t, size_t>>&) override {}
-  void sma_step(const SmaOptions&, float, const float*, float*) override { ADD_FAILURE() << "sma learners"; }
+  void axpby(float, Buffer, float, Buffer) override { ADD_FAILURE() << "sync strategy pieces"; }
   // Burst plans only: not reached with a data-parallel plan.
   void use_slot_buffers(const std::vector<std::vector<bool>>&) override { ADD_FAILURE() << "burst path"; }
   void load_input(const float*, int, const int32_t*, int, const Context&) override { ADD_FAILURE() << "burst path"; }
@@ -84,6 +87,8 @@ class RecordingDevice final : public DeviceModel {
   void to_host(float*) override {}
   void from_host(const float*) override {}
   std::string describe() const override { return "recording"; }
+  bool supports(LayerKind kind) const override { return kind != refused; }
+  std::optional<LayerKind> refused;  // a kind this device pretends not to run
   void synchronize() override {}
 
  private:
@@ -132,6 +137,26 @@ TEST(DevicePlumbing, SlicesGroupSumsAndGradientSumsReachTheDevice) {
   EXPECT_EQ(seen.hook_calls, 1);
   EXPECT_EQ(exec.times().allreduce > 0, size > 1);  // the sums are timed as reductions
   exec.set_reduce_flag(nullptr);
+}
+
+// A device that lacks a layer kind of the model is refused before anything
+// runs, with a line naming the layer, its type and the device.
+TEST(DevicePlumbing, ADeviceWithoutALayerKindIsRefusedNamingTheLayer) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const ModelSpec spec = parse_model_ini(kModel, "m.ini");
+  Executor exec(spec, data_parallel_plan(spec, size, 2 * size), MPI_COMM_WORLD, 1, 1 << 20);
+  Seen seen;
+  std::atomic<bool> flag{false};
+  auto device = std::make_unique<RecordingDevice>(seen, flag, 0);
+  device->refused = LayerKind::linear;
+  try {
+    exec.use_device(std::move(device));
+    ADD_FAILURE() << "a device without linear layers was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), spec.name + ": layer 'fc': type linear does not run on recording");
+  }
+  EXPECT_EQ(exec.device(), nullptr);
 }
 
 }  // namespace

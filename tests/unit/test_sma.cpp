@@ -1,8 +1,12 @@
 // SMA update rules (CROSSBOW's) against values worked out by hand.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <vector>
 
+#include "burstpool/device_model.hpp"
+#include "burstpool/model.hpp"
+#include "burstpool/model_io.hpp"
 #include "burstpool/sma.hpp"
 
 namespace burstpool {
@@ -69,6 +73,45 @@ TEST(Sma, AlphaZeroLeavesLearnersIndependent) {
     for (int i = 0; i < 3; ++i) EXPECT_EQ(z.data()[i], init[i]);
   }
   EXPECT_NE(w[0][0], w[1][0]);  // they did diverge
+}
+
+// The device form of the step (DeviceModel::axpby pieces, run here by the
+// twin device) equals the host's bit for bit, over three steps so that u_j
+// and the drift from z matter; c_j comes back overwriting what was there.
+TEST(Sma, DeviceStepEqualsTheHostStepBitwise) {
+  const ModelSpec spec = parse_model_ini(R"(
+[data]
+type = input
+shape = 5
+[fc]
+type = linear
+inputs = data
+out_features = 3
+[loss]
+type = softmax_cross_entropy
+inputs = fc
+)", "sma_twin.ini");
+  Model host(spec, 2, 7);
+  std::unique_ptr<DeviceModel> twin = make_twin_model(host);
+  const size_t n = host.param_count();
+  std::vector<float> w(host.params().data(), host.params().data() + n), u(n, 0.0f), z(n), grad(n);
+  for (size_t i = 0; i < n; ++i) z[i] = w[i] + 0.01f * static_cast<float>(i % 5) - 0.02f;
+  twin->copy_in(DeviceModel::Buffer::parameters, -1, 0, w.data(), n);
+  twin->copy_in(DeviceModel::Buffer::momentum, -1, 0, u.data(), n);
+  const SmaOptions o{0.3f, 0.9f, 0.9f, 1e-3f};
+  for (int step = 0; step < 3; ++step) {
+    for (size_t i = 0; i < n; ++i) grad[i] = 0.37f * static_cast<float>((i * 7 + step) % 11) - 1.3f;
+    twin->copy_in(DeviceModel::Buffer::parameter_gradient, -1, 0, grad.data(), n);
+    std::vector<float> host_c(n, 0.0f), device_c(n, 9.0f);
+    sma_learner_step(o, w.data(), u.data(), grad.data(), z.data(), 0.05f, host_c.data(), n);
+    sma_device_step(*twin, o, 0.05f, z.data(), device_c.data(), n);
+    EXPECT_EQ(device_c, host_c) << "c_j, step " << step + 1;
+  }
+  std::vector<float> device_w(n), device_u(n);
+  twin->copy_out(DeviceModel::Buffer::parameters, -1, 0, device_w.data(), n);
+  twin->copy_out(DeviceModel::Buffer::momentum, -1, 0, device_u.data(), n);
+  EXPECT_EQ(device_w, w);
+  EXPECT_EQ(device_u, u);
 }
 
 }  // namespace

@@ -1,0 +1,94 @@
+// sma: synchronous model averaging (CROSSBOW, Koliousis et al. 2019; the
+// update in include/burstpool/sma.hpp). Learners step towards the average
+// model z; after every iteration their corrections are summed over the rank,
+// then over the ranks (one allreduce), and every rank moves the same z. On a
+// learning-rate drop every replica restarts from z.
+#include <cmath>
+#include <cstdlib>
+
+#include "burstpool/error.hpp"
+#include "burstpool/job.hpp"
+#include "burstpool/runtime.hpp"
+#include "burstpool/sma.hpp"
+#include "strategy.hpp"
+
+namespace burstpool {
+namespace {
+
+// Whether z is bitwise equal on every rank (collective); throws if not.
+void require_same_on_every_rank(const float* z, size_t n, int64_t iteration) {
+  std::vector<float> lo(z, z + n), hi(z, z + n);
+  BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, lo.data(), static_cast<int>(n), MPI_FLOAT, MPI_MIN, MPI_COMM_WORLD));
+  BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, hi.data(), static_cast<int>(n), MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD));
+  if (lo != hi) throw Error(fmt::format("the average model differs between ranks after iteration {}", iteration));
+}
+
+class Sma final : public SyncStrategy {
+ public:
+  explicit Sma(const JobConfig& job)
+      : options_{job.sync.alpha, job.sgd.momentum, job.sync.average_momentum, job.sgd.weight_decay},
+        reset_lr_(job.schedule.at(0)),
+        check_(std::getenv("BURSTPOOL_TEST_CHECK_AVERAGE") != nullptr) {}
+
+  void prepare(Learner& l) override {
+    l.momentum.assign(l.model().param_count(), 0.0f);
+    l.scratch.assign(l.model().param_count(), 0.0f);
+  }
+  void attach(LearnerTeam& team) override {
+    z_ = std::make_unique<AverageModel>(team.first().params(), team.n, options_.average_momentum);
+  }
+  const float* starting_values(LearnerTeam&) override { return z_->data(); }
+
+  void before_iteration(LearnerTeam& team, float lr) override {
+    if (lr >= 0.5f * reset_lr_) return;
+    team.to_host();  // a learning-rate drop: replicas restart from the average
+    team.set_all(z_->data());
+    reset_lr_ = lr;
+  }
+  void learner_step(Learner& l, float lr) override {
+    const size_t n = l.model().param_count();
+    if (l.device_step) {  // per step only z goes up and c_j comes back
+      sma_device_step(*l.exec->device(), options_, lr, z_->data(), l.scratch.data(), n);
+      return;
+    }
+    std::fill(l.scratch.begin(), l.scratch.end(), 0.0f);
+    sma_learner_step(options_, l.params(), l.momentum.data(), l.model().grads().data(), z_->data(), lr,
+                     l.scratch.data(), n);
+  }
+  void after_iteration(LearnerTeam& team, int64_t iteration) override {
+    float* delta = team.first().scratch.data();  // corrections: summed on the rank, then one allreduce
+    for (size_t j = 1; j < team.all.size(); ++j)
+      for (size_t i = 0; i < team.n; ++i) delta[i] += team.all[j]->scratch[i];
+    sum_over_world(delta, team.n);
+    z_->step(delta);
+    if (check_) {  // test hook: z bitwise the same on every rank after every synchronisation
+      require_same_on_every_rank(z_->data(), team.n, iteration);
+      ++checked_;
+    }
+  }
+  const float* job_model(LearnerTeam&, std::vector<float>&) override { return z_->data(); }
+
+  std::vector<StrategyVector> checkpoint_vectors() override {
+    return {{"/average/z", z_->z(), z_->size()}, {"/average/z_prev", z_->previous(), z_->size()}};
+  }
+  void save(LearnerProgress& p) const override { p.reset_lr = reset_lr_; }
+  void restore(const LearnerProgress& p) override { reset_lr_ = p.reset_lr; }
+  StrategyCounts finish() override {
+    if (check_ && world().rank == 0)
+      fmt::print("average model identical on every rank after each of {} synchronisations\n", checked_);
+    return {};
+  }
+
+ private:
+  const SmaOptions options_;
+  std::unique_ptr<AverageModel> z_;
+  float reset_lr_;  // the learning rate at the last restart from z
+  const bool check_;
+  int64_t checked_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<SyncStrategy> make_sma_strategy(const JobConfig& job) { return std::make_unique<Sma>(job); }
+
+}  // namespace burstpool
