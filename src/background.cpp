@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "../comm/wait.hpp"
 #include "burstpool/checkpoint.hpp"
@@ -42,6 +43,26 @@ std::string lower_thread_priority() {
   return "normal (SCHED_IDLE refused: " + why + "; nice refused: " + std::strerror(errno) + ")";
 }
 
+bool idle_background_thread(const std::string& thread_priority, const std::string& device) {
+  return thread_priority == "idle" || (thread_priority == "auto" && device == "cpu");
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return static_cast<int>(std::thread::hardware_concurrency());
+  return CPU_COUNT(&set);
+}
+
+std::string binding_warning(int cores) {
+  if (cores >= 2) return "";
+  return fmt::format(
+      "burstpool: warning: a rank may run on {} core only, and its background job's thread, which launches the "
+      "device's work, then waits for the foreground's; give each rank 2 cores (srun --cpus-per-task=2; mpirun "
+      "--map-by slot:PE=2, or --bind-to none; docs/multiplexing.md)",
+      cores);
+}
+
 void require_thread_multiple() {
   int level = MPI_THREAD_SINGLE;
   BP_MPI_CHECK(MPI_Query_thread(&level));
@@ -54,26 +75,37 @@ void check_thread_level(int level) {
                             MPI_THREAD_MULTIPLE, level));
 }
 
-BackgroundJob::BackgroundJob(const JobConfig& job, MPI_Comm world, ForegroundGate& gate) : gate_(gate) {
+BackgroundJob::BackgroundJob(const JobConfig& background, MPI_Comm world, ForegroundGate& gate,
+                             const BackgroundConfig& how)
+    : idle_thread_(idle_background_thread(how.thread_priority, background.device)), gate_(gate) {
   require_thread_multiple();
-  if (!job.plan_path.empty())
-    throw Error(fmt::format("{}: [parallel] plan: a background job trains data parallel; remove the plan", job.file));
-  if (!job.background.job_path.empty())
-    throw Error(fmt::format("{}: [background] job: a background job cannot have a background job", job.file));
-  BP_MPI_CHECK(MPI_Comm_dup(world, &comm_));
+  if (!background.plan_path.empty())
+    throw Error(fmt::format("{}: [parallel] plan: a background job trains data parallel; remove the plan",
+                            background.file));
+  if (!background.background.job_path.empty())
+    throw Error(fmt::format("{}: [background] job: a background job cannot have a background job", background.file));
+  const bool own_replica = how.sync == "none";
+  int world_rank = 0;
+  MPI_Comm_rank(world, &world_rank);
+  writer_ = world_rank == 0;
+  JobConfig job = background;
+  if (own_replica) job.seed += static_cast<uint64_t>(world_rank);  // each replica its own start and data order
+  BP_MPI_CHECK(MPI_Comm_dup(own_replica ? MPI_COMM_SELF : world, &comm_));
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   int size = 1;
   MPI_Comm_size(comm_, &size);
   const ModelSpec spec = load_job_model(job);
   session_ = std::make_unique<TrainingSession>(job, spec, job_data_parallel_plan(job, spec, size), comm_);
-  use_job_device(job, session_->exec(), true);  // the least urgent streams; gradients summed by MPI
+  use_job_device(job, session_->exec(), true, how.pieces_in_flight);  // the least urgent streams; gradients by MPI
   MPI_Comm_rank(comm_, &rank_);
-  if (job.resume && !job.checkpoint_path.empty())
+  // With replicas of their own, only rank 0's is checkpointed: it resumes,
+  // the others start theirs again.
+  if (job.resume && !job.checkpoint_path.empty() && (!own_replica || writer_))
     if (const std::optional<Resumed> from = resume_training(job, session_->model(), session_->sgd(), comm_)) {
       step_.store(from->step);
       saved_step_ = from->step;
       if (DeviceModel* device = session_->exec().device()) device->from_host(session_->sgd().velocity().data());
-      if (rank_ == 0) fmt::print("background: resuming from the checkpoint of step {} ({})\n", from->step, from->file);
+      if (writer_) fmt::print("background: resuming from the checkpoint of step {} ({})\n", from->step, from->file);
     }
   session_->exec().set_before_layer([this] {
     const auto t0 = Clock::now();
@@ -138,7 +170,7 @@ bool BackgroundJob::run_step(bool stop_wanted) {
 void BackgroundJob::save_checkpoint() {
   const JobConfig& job = session_->job();
   last_checkpoint_ = Clock::now();
-  if (job.checkpoint_path.empty() || rank_ != 0) return;
+  if (job.checkpoint_path.empty() || !writer_) return;
   saved_step_ = step_.load();
   if (DeviceModel* device = session_->exec().device()) device->to_host(session_->sgd().velocity().data());
   write_checkpoint(job.checkpoint_path, session_->model(), session_->sgd(), {step_.load(), job.seed});
@@ -187,7 +219,7 @@ void BackgroundJob::start() {
 }
 
 void BackgroundJob::run_thread() {
-  report_.priority = lower_thread_priority();
+  report_.priority = idle_thread_ ? lower_thread_priority() : "normal ([background] thread_priority)";
   omp_set_num_threads(1);  // this thread's OpenMP teams only; the foreground keeps its own
   set_wait_cancel_flag(&cancel_);
   try {

@@ -74,13 +74,17 @@ const std::vector<JobKey>& job_schema() {
       {"sync", "shadow_alpha", "0.5", "factor", "(0, 1]", "shadow_rule = elastic: the pull between each model and the centre (a round moves the centre by shadow_alpha x the sum of the models' distances from it; keep shadow_alpha x ranks <= 1)"},
       {"sync", "shadow_block_momentum", "0.5", "factor", "[0, 1)", "shadow_rule = block-momentum: the momentum on the block update"},
       {"sync", "shadow_block_lr", "1", "factor", "(0, 2]", "shadow_rule = block-momentum: the block learning rate (1 with momentum 0 is plain averaging)"},
-      {"background", "job", "", "path", "", "A background job file trained data parallel beside this one on the same ranks, in its own thread at idle priority, on its own communicator (docs/multiplexing.md); empty or none: no background job (--set background.job=none switches it off). Relative to this job file's folder"},
+      {"background", "job", "", "path", "", "A background job file trained beside this one on the same ranks (data parallel, or a replica per rank: sync), in its own thread (at idle priority when its layers run on the CPU: thread_priority), on its own communicator (docs/multiplexing.md); empty or none: no background job (--set background.job=none switches it off). Relative to this job file's folder"},
       {"background", "calibrate_steps", "10", "steps", "[2, 1000]", "Steps each job first runs alone to measure its speed alone: a planned foreground trained data parallel (the cluster-throughput reference), the background, then the foreground under its plan; >= 2"},
       {"background", "max_slowdown", "1.1", "factor", "[1, 10]", "The background starts a piece (one layer) only while the foreground's last step took at most this times its time alone"},
       {"background", "pause_in_allreduce", "false", "boolean", "", "Also hold the background back while the foreground waits in a reduction (for devices where the two compete; on CPUs that wait is the background's chance)"},
       {"background", "wait_spin_us", "200", "microseconds", "[0, 100000]", "While a background job runs, a foreground wait polls this long before it starts sleeping"},
       {"background", "wait_sleep_us", "20", "microseconds", "[1, 100000]", "... then sleeps between polls, leaving the core to the background: at least this long"},
       {"background", "wait_predict", "0.8", "fraction", "[0, 1)", "A foreground wait at a place where the last two waits took at least T (the shorter) first sleeps this fraction of T in one piece: the background gets the foreground's idle stretch whole"},
+      {"background", "sync", "data-parallel", "data-parallel | none", "", "How the background job's ranks train together: data parallel over the same ranks (its gradients summed on its own communicator), or none: each rank trains a replica of its own on the whole background batch, from the job's seed plus its rank, and meets no other rank (as DeepPool's background jobs do); its rates are then summed over the ranks, and its checkpoint holds rank 0's replica"},
+      {"background", "pieces_in_flight", "2", "pieces", "[1, 8]", "On a GPU: how many of the background's pieces (a layer's forward or backward each) may be queued on its stream at once; the gate is asked before each, and the host waits for the oldest only when this many are queued (1: it waits for each piece before asking about the next)"},
+      {"background", "thread_priority", "auto", "auto | idle | normal", "", "The background thread's scheduling: idle (SCHED_IDLE, else nice 19: it runs only while the foreground leaves the core free), normal, or auto: idle when the background job's layers run on the CPU, normal when they run on a device (cuda, twin), where the thread only launches work and the device's stream priorities order it"},
+      {"background", "cuda_wait", "block", "block | spin", "", "With a background job and a GPU: how the process's threads wait for the GPU. block (cudaDeviceScheduleBlockingSync) sleeps, leaving the core to the other job's thread; spin polls, which answers a few microseconds sooner but holds the core. Process-wide (CUDA sets it per device): the foreground job's key decides"},
       {"background", "wait_backoff", "0.02", "fraction", "[0, 1]", "... and at least this fraction of the time waited so far, so long waits hand over the core in long pieces; the foreground then wakes at most about this fraction of its wait late"},
   };
   return keys;
@@ -372,6 +376,10 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   c.background.wait_sleep_us = static_cast<int>(v.integer("background", "wait_sleep_us"));
   c.background.wait_backoff = v.number("background", "wait_backoff");
   c.background.wait_predict = v.number("background", "wait_predict");
+  c.background.sync = v.choice("background", "sync", {"data-parallel", "none"});
+  c.background.pieces_in_flight = static_cast<int>(v.integer("background", "pieces_in_flight"));
+  c.background.thread_priority = v.choice("background", "thread_priority", {"auto", "idle", "normal"});
+  c.background.cuda_wait = v.choice("background", "cuda_wait", {"block", "spin"});
   if (!c.background.job_path.empty() && c.steps > 0 && c.background.calibrate_steps >= c.steps)
     v.fail("background", "calibrate_steps",
            fmt::format("{} must be below the run's {} steps (the foreground first runs that many alone)",

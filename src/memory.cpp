@@ -201,7 +201,9 @@ MemoryEstimate estimate_job_memory(const JobConfig& job, const ModelSpec& spec, 
     const JobConfig bg = load_job(job.background.job_path);
     const ModelSpec bg_spec = load_job_model(bg);
     const LayerGraph bg_graph = build_layer_graph(bg_spec);
-    MemoryEstimate background = graph_memory(bg_graph, job_data_parallel_plan(bg, bg_spec, world_size), rank, threads, 1);
+    const int bg_ranks = job.background.sync == "none" ? 1 : world_size;  // none: each rank the whole batch
+    MemoryEstimate background = graph_memory(bg_graph, job_data_parallel_plan(bg, bg_spec, bg_ranks), bg_ranks > 1 ? rank : 0,
+                                             threads, 1);
     background.data = dataset_bytes(bg, bg_graph);
     e.add(background.total() >= reference.total() ? background : reference);
   }

@@ -59,7 +59,13 @@ Multiplexer::Multiplexer(const JobConfig& foreground, Executor& exec)
                "burstpool: warning: OMPI_MCA_mpi_yield_when_idle=1 makes every MPI poll of the foreground hand its core "
                "to the background job; unset it (waits sleep on their own while a background job runs)\n");
   if (!fg_.plan_path.empty()) dp_step_seconds_ = data_parallel_step_seconds(fg_, exec_.model().spec(), fg_.background.calibrate_steps);
-  bg_ = std::make_unique<BackgroundJob>(bg, MPI_COMM_WORLD, gate_);
+  if (bg.device != "cpu") {  // its thread launches the device's work: it needs a core of its own
+    int cores = usable_cores();
+    BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &cores, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    const std::string warning = binding_warning(cores);
+    if (world().rank == 0 && !warning.empty()) fmt::print(stderr, "{}\n", warning);
+  }
+  bg_ = std::make_unique<BackgroundJob>(bg, MPI_COMM_WORLD, gate_, fg_.background);
   bg_->calibrate(fg_.background.calibrate_steps);
   exec_.set_reduce_flag(&gate_.in_allreduce());
   if (world().rank == 0 && dp_step_seconds_ > 0)
@@ -68,7 +74,9 @@ Multiplexer::Multiplexer(const JobConfig& foreground, Executor& exec)
                fg_.batch_size / dp_step_seconds_);
   if (world().rank == 0)
     fmt::print("background: job '{}' ({}), {:.0f} samples/s alone; the foreground runs {} steps alone, then both\n",
-               bg.name, bg.model_path, bg.batch_size / std::max(1e-9, bg_->seconds_per_step_alone()),
+               bg.name, bg.model_path,
+               bg.batch_size * (fg_.background.sync == "none" ? world().size : 1) /
+                   std::max(1e-9, bg_->seconds_per_step_alone()),
                fg_.background.calibrate_steps);
 }
 
@@ -122,6 +130,12 @@ MultiplexResult Multiplexer::finish() {
   const double grace = std::max(5.0, 20.0 * bg_->seconds_per_step_alone());
   r.background = bg_->stop(grace);
   set_wait_policy({});
+  if (fg_.background.sync == "none") {  // replicas of their own: the job's rate is the ranks' together
+    double rates[2] = {r.background.alone_samples_per_second, r.background.shared_samples_per_second};
+    BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, rates, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    r.background.alone_samples_per_second = rates[0];
+    r.background.shared_samples_per_second = rates[1];
+  }
   int failed = r.background.failed ? 1 : 0;
   BP_MPI_CHECK(MPI_Allreduce(&failed, &r.failed_ranks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
   // Rates from the mean step time, slowest rank (steps are synchronous, so

@@ -91,6 +91,21 @@ struct MultiplexResult {
 // Returns what it got, for the report ("SCHED_IDLE", "nice 19", or why not).
 std::string lower_thread_priority();
 
+// [background] thread_priority = auto: idle for a background job whose layers
+// run on the CPU (it must only take what the foreground leaves), normal for
+// one on a device, whose thread only launches work: at idle priority beside a
+// foreground thread on the same core it would hardly ever get to launch.
+bool idle_background_thread(const std::string& thread_priority, const std::string& device);
+
+// The cores the calling thread may run on (its affinity mask).
+int usable_cores();
+// The warning for ranks of which the most confined can run on `cores` cores
+// while their background job works on a device: that job's thread launches
+// the device's work and needs a core beside the foreground's. Empty when
+// cores >= 2 (or when the background's layers run on the CPU, where it takes
+// the foreground's idle core time by design: then pass cores >= 2).
+std::string binding_warning(int cores);
+
 // Throws unless MPI runs at MPI_THREAD_MULTIPLE, naming the level it has.
 void require_thread_multiple();
 void check_thread_level(int provided);  // the same, for a given level
@@ -101,8 +116,11 @@ class BackgroundJob {
   // Error for a bad job, missing data, or a thread level below MULTIPLE.
   // With job.resume and an [output] checkpoint, continues from that
   // checkpoint's step. The job's checkpoint is written at its cadences and
-  // when it stops (not after a failure), by rank 0 alone.
-  BackgroundJob(const JobConfig& job, MPI_Comm world, ForegroundGate& gate);
+  // when it stops (not after a failure), by rank 0 alone. `how`: the
+  // foreground's [background] section (thread_priority; sync: with none, each
+  // rank trains a replica of its own on MPI_COMM_SELF from the job's seed plus
+  // its rank in `world`).
+  BackgroundJob(const JobConfig& job, MPI_Comm world, ForegroundGate& gate, const BackgroundConfig& how = {});
   ~BackgroundJob();
   BackgroundJob(const BackgroundJob&) = delete;
   BackgroundJob& operator=(const BackgroundJob&) = delete;
@@ -135,6 +153,8 @@ class BackgroundJob {
   void save_final_checkpoint();     // at stop(), unless the job failed; errors become a warning
 
   std::unique_ptr<TrainingSession> session_;
+  bool idle_thread_ = true;  // idle_background_thread
+  bool writer_ = false;      // rank 0 of the world: prints and writes the checkpoint
   MPI_Comm comm_ = MPI_COMM_NULL;
   ForegroundGate& gate_;
   std::thread thread_;

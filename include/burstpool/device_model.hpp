@@ -117,6 +117,11 @@ struct CudaOptions {
   bool background = false;  // on the least-priority streams (a background job), else the greatest
   bool graphs = false;      // CUDA graphs for training steps where they apply (src/cuda/gpu_model.hpp)
   std::string conv_algorithms = "heuristic";  // [job] cudnn_algorithms: heuristic | measured | gemm
+  // How host threads wait for the GPU, set for the whole device (CUDA keeps
+  // one setting per device and process): "block" or "spin"; empty leaves it
+  // as it is (a background job's model: the foreground's job decides).
+  std::string wait;
+  int pieces_in_flight = 1;  // a background job's pieces queued at once (GpuModel::set_pieces_in_flight)
 };
 // A stand-in device for testing the device paths without a GPU ([job] device
 // = twin): a second Model of the same spec in host memory, run by the CPU

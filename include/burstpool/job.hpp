@@ -34,6 +34,10 @@ struct BackgroundConfig {
   bool pause_in_allreduce = false;
   int wait_spin_us = 200, wait_sleep_us = 20;
   double wait_backoff = 0.02, wait_predict = 0.8;
+  std::string thread_priority = "auto";  // auto | idle | normal: the background thread's scheduling
+  std::string cuda_wait = "block";       // block | spin: how host threads wait for the GPU, with a background job
+  std::string sync = "data-parallel";    // data-parallel | none (each rank trains a replica of its own)
+  int pieces_in_flight = 2;              // on a GPU: the background's pieces queued at once
 };
 
 // [sync]: how replicas stay together (docs/learners.md).

@@ -53,7 +53,8 @@ int count_correct(const float* logits, int n, int classes, const int32_t* labels
 // With [job] device = cuda: hands exec's layers to this rank's GPU (for a
 // background job on the least-priority streams); nothing for the CPU. Throws
 // Error naming the job file when that cannot be done.
-void use_job_device(const JobConfig& job, Executor& exec, bool background = false);
+// pieces_in_flight: a background job's pieces queued at once on a GPU.
+void use_job_device(const JobConfig& job, Executor& exec, bool background = false, int pieces_in_flight = 1);
 
 class TrainingSession {
  public:

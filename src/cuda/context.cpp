@@ -47,9 +47,13 @@ void fail(const char* library, const char* call, const char* message, const char
 
 const char* cublas_message(cublasStatus_t status) { return cublasGetStatusString(status); }
 
-Context::Context(int local_rank, StreamRole work) : work_(work) {
+Context::Context(int local_rank, StreamRole work, const std::string& wait) : work_(work) {
   device_ = choose_device(local_rank, cuda_device_count());
   BP_CUDA_CHECK(cudaSetDevice(device_));
+  // Since CUDA 11 this may follow the device's initialisation (the memory
+  // check's cudaMemGetInfo): the flags are overwritten.
+  if (!wait.empty())
+    BP_CUDA_CHECK(cudaSetDeviceFlags(wait == "block" ? cudaDeviceScheduleBlockingSync : cudaDeviceScheduleSpin));
   BP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&range_.least, &range_.greatest));
   for (StreamRole role : {StreamRole::foreground, StreamRole::gradient_sync, StreamRole::background}) {
     cudaStream_t s;

@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <string>
 
 #include "burstpool/allocator.hpp"
 #include "burstpool/device.hpp"
@@ -17,7 +18,9 @@ namespace burstpool::cuda {
 
 class Context {
  public:
-  explicit Context(int local_rank, StreamRole work = StreamRole::foreground);
+  // `wait`: "block" or "spin" sets how the process's threads wait for this
+  // GPU (cudaSetDeviceFlags, one setting per device); "" leaves it.
+  explicit Context(int local_rank, StreamRole work = StreamRole::foreground, const std::string& wait = "");
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;

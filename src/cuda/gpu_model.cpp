@@ -57,6 +57,22 @@ GpuModel::~GpuModel() {
   cudaFreeHost(host_keys_);
   if (layer_done_) cudaEventDestroy(layer_done_);
   if (sums_done_) cudaEventDestroy(sums_done_);
+  for (cudaEvent_t e : piece_events_) cudaEventDestroy(e);
+}
+
+void GpuModel::set_pieces_in_flight(int pieces) {
+  use_device();
+  for (cudaEvent_t e : piece_events_) cudaEventDestroy(e);
+  piece_events_.assign(static_cast<size_t>(std::max(1, pieces)) + 1, nullptr);
+  for (cudaEvent_t& e : piece_events_) BP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  pieces_ = std::make_unique<PieceWindow<cudaEvent_t>>(
+      pieces,
+      [this] {
+        cudaEvent_t e = piece_events_[next_piece_event_++ % piece_events_.size()];
+        BP_CUDA_CHECK(cudaEventRecord(e, stream_));
+        return e;
+      },
+      [](cudaEvent_t& e) { BP_CUDA_CHECK(cudaEventSynchronize(e)); });
 }
 
 void GpuModel::join_ranks(DeviceRanks ranks) {
@@ -252,7 +268,10 @@ void GpuModel::use_device() const { BP_CUDA_CHECK(cudaSetDevice(ctx_.device()));
 
 void GpuModel::next_piece() {
   if (!before_layer_) return;
-  BP_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the last piece is done before the gate decides on the next
+  if (pieces_)
+    pieces_->piece_queued();  // the window decides how many pieces stay queued while the gate decides
+  else
+    BP_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the last piece is done before the gate decides on the next
   before_layer_();
 }
 
@@ -584,9 +603,10 @@ namespace burstpool {
 
 std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank, const CudaOptions& options) {
   const StreamRole work = options.background ? StreamRole::background : StreamRole::foreground;
-  auto gpu = std::make_unique<cuda::GpuModel>(model, std::make_unique<cuda::Context>(local_rank, work));
+  auto gpu = std::make_unique<cuda::GpuModel>(model, std::make_unique<cuda::Context>(local_rank, work, options.wait));
   gpu->set_graphs(options.graphs);
   gpu->set_conv_algorithms(cuda::conv_algorithms(options.conv_algorithms));
+  if (options.background) gpu->set_pieces_in_flight(options.pieces_in_flight);
   return gpu;
 }
 

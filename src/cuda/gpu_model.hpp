@@ -32,6 +32,7 @@
 #include "burstpool/layer.hpp"
 #include "burstpool/model.hpp"
 #include "burstpool/optimizer.hpp"
+#include "burstpool/piece_window.hpp"
 #include "../../comm/cuda/nccl_group.hpp"
 #include "../../comm/cuda/nccl_reducer.hpp"
 #include "../../comm/cuda/nccl_slice_mover.hpp"
@@ -78,6 +79,10 @@ class GpuModel final : public DeviceModel {
   bool uses_nccl() const { return nccl_ != nullptr; }
   void set_graphs(bool on) { graphs_ = on; }
   void set_conv_algorithms(ConvAlgorithms how) { conv_algorithms_ = how; }  // for convolutions set up from now on
+  // With a before-layer hook (a background job's gate): how many of its
+  // pieces may be queued on the stream at once (PieceWindow); 1 waits for
+  // each piece before the gate is asked about the next.
+  void set_pieces_in_flight(int pieces);
   void to_host(float* velocity) override;
   void from_host(const float* velocity) override;
   std::string describe() const override;
@@ -156,6 +161,9 @@ class GpuModel final : public DeviceModel {
   float* host_grads_ = nullptr;  // pinned: gradients summed on the host
   double* host_sums_ = nullptr;  // pinned: batch-norm sums
   std::function<void()> before_layer_;
+  std::vector<cudaEvent_t> piece_events_;                // a ring of pieces_in_flight + 1
+  size_t next_piece_event_ = 0;
+  std::unique_ptr<PieceWindow<cudaEvent_t>> pieces_;     // made by set_pieces_in_flight
   bool nccl_transport_ = false, host_transport_ = false;  // what transport() found (for describe)
 
   bool graphs_ = false;

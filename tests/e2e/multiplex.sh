@@ -141,6 +141,48 @@ else
   fail "background resume: from '$first' to '$second': $(grep -m1 background: "$work/bg_resumed.out")"
 fi
 
+# 7. A background job on a device (the twin stands in for a GPU): its thread
+#    keeps normal priority, and a rank bound to one core is warned that the
+#    thread needs a second one; with two cores there is no warning.
+background_job "$work/bg_twin.ini" twin
+sed -e 's/^job = bg.ini/job = bg_twin.ini/' -e 's/^steps = 300/steps = 40/' "$work/fg.ini" >"$work/fg_twin.ini"
+one_rank() {  # one_rank NAME BINDING: mpirun --bind-to BINDING -np 1
+  timeout 120 mpirun --bind-to "$2" -np 1 "$bin" train "$work/fg_twin.ini" --metrics "$work/$1.json" \
+    >"$work/$1.out" 2>"$work/$1.err"
+}
+one_rank twin_core core || fail "twin background bound to a core: exit $?: $(cat "$work/twin_core.err")"
+grep -q "warning: a rank may run on 1 core only.*--cpus-per-task=2" "$work/twin_core.err" ||
+  fail "one core: no binding warning: $(cat "$work/twin_core.err")"
+[[ "$(metric twin_core 'm["background"]["priority"]')" == "normal ([background] thread_priority)" ]] ||
+  fail "twin background priority: $(metric twin_core 'm["background"]["priority"]')"
+if [[ $(nproc) -ge 2 ]]; then
+  one_rank twin_free none || fail "twin background unbound: exit $?"
+  grep -q "warning: a rank may run" "$work/twin_free.err" && fail "two cores, yet warned: $(cat "$work/twin_free.err")"
+fi
+echo "ok   a device background keeps normal priority, and one core per rank is warned about"
+
+# 8. [background] sync = none: each rank trains a replica of its own (its
+#    seed plus the rank) and meets no other rank; rank 0's, the one
+#    checkpointed, is the background job trained alone on one rank for as
+#    many steps, bit for bit, and the foreground is untouched.
+sed 's/^job = bg.ini/job = bg_own.ini/' "$work/fg.ini" >"$work/fg_own.ini"
+printf 'sync = none\n' >>"$work/fg_own.ini"  # fg.ini ends in its [background] section
+cp "$work/bg.ini" "$work/bg_own.ini"
+printf '[output]\ncheckpoint = %s\n' "$work/bg_own.h5" >>"$work/bg_own.ini"
+run own "$work/fg_own.ini" || fail "sync = none: exit $?: $(cat "$work/own.err")"
+same_as_alone own
+own_steps=$(bg_step "$work/bg_own.h5")
+if [[ -n $own_steps ]] && timeout 120 mpirun -np 1 "$bin" train "$work/bg_own.ini" --steps "$own_steps" \
+  --checkpoint "$work/bg_own_alone.h5" >/dev/null 2>&1 &&
+  h5diff -d 0 "$work/bg_own_alone.h5" "$work/bg_own.h5" /weights /weights >/dev/null &&
+  h5diff -d 0 "$work/bg_own_alone.h5" "$work/bg_own.h5" /optimizer /optimizer >/dev/null; then
+  echo "ok   sync = none: rank 0's background after $own_steps steps is the job trained alone on one rank"
+else
+  fail "sync = none: rank 0's background ($own_steps steps) differs from the job trained alone on one rank"
+fi
+[[ "$(metric own 'm["background_samples_per_second"] > 0 and m["background"]["failed_ranks"] == 0')" == True ]] ||
+  fail "sync = none: no background rate, or a failure"
+
 # 6. Bad background jobs are refused before training, naming file and key.
 printf '[parallel]\nplan = x.json\n' >>"$work/bg.ini"
 timeout 60 mpirun -np 2 "$bin" train "$work/fg.ini" >/dev/null 2>"$work/bad.err" && fail "background with a plan accepted"

@@ -2,6 +2,9 @@
 // the thread-level check.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <sched.h>
+
+#include <string>
 
 #include "../comm/wait.hpp"
 #include "burstpool/background.hpp"
@@ -45,6 +48,36 @@ TEST(WaitSite, ExpectsTheShorterOfTheLastTwoWaits) {
   EXPECT_DOUBLE_EQ(site.expected(), 0.010);
   site.record(0.500);  // an outlier does not make the next wait sleep long
   EXPECT_DOUBLE_EQ(site.expected(), 0.012);
+}
+
+TEST(BackgroundThread, IdleOnlyForCpuWorkUnlessTold) {
+  EXPECT_TRUE(idle_background_thread("auto", "cpu"));
+  EXPECT_FALSE(idle_background_thread("auto", "cuda"));
+  EXPECT_FALSE(idle_background_thread("auto", "twin"));
+  EXPECT_TRUE(idle_background_thread("idle", "cuda"));
+  EXPECT_FALSE(idle_background_thread("normal", "cpu"));
+}
+
+// The affinity mask is read, not the machine's size: confined to one CPU,
+// the thread counts one, and the warning names the fix.
+TEST(BackgroundThread, OneUsableCoreIsSeenAndWarnedAbout) {
+  cpu_set_t all, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  const int before = usable_cores();
+  EXPECT_EQ(before, CPU_COUNT(&all));
+  int first = 0;
+  while (!CPU_ISSET(first, &all)) ++first;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  EXPECT_EQ(usable_cores(), 1);
+  ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
+  EXPECT_EQ(usable_cores(), before);
+  const std::string warning = binding_warning(1);
+  EXPECT_NE(warning.find("1 core only"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("--cpus-per-task=2"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("--bind-to none"), std::string::npos) << warning;
+  EXPECT_EQ(binding_warning(2), "");
 }
 
 TEST(ThreadLevel, BelowMultipleIsRefusedWithTheLevel) {
