@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # The GPU checks in one run, for a GPU machine without MPI, in sections run
 # most needed first:
+#   mux1       one process hosting both jobs: first what held the background
+#              back (one bound core, SCHED_IDLE, spinning waits: one
+#              measurement each, small-VGG at batch 32), then a vgg16
+#              foreground at per-GPU batch 4, 8, 16 and 32 beside a small-VGG
+#              background, alone and shared, 2 alternating rounds
+#              (GPU_CHECK_MUX_ROUNDS); mux1.json holds each point;
 #   tests      the CUDA layers and model against their CPU twins;
 #   layers     the per-layer benchmark at batch 32 (LeNet-5's chosen cuDNN
 #              algorithms; vgg16 with each [job] cudnn_algorithms choice named
@@ -120,6 +126,51 @@ check_e2e() {
     timeout "$(limit 240)" bash tests/e2e/cuda_device.sh gpu-run/burstpool . >>"$log" 2>&1
   echo "e2e cuda_device: exit $?" | tee -a "$log"
   grep -E "largest weight difference|multiplexing:" "$log" | tail -20
+}
+
+# mux1_job FILE MODEL BATCH: a foreground job on the GPU with the small-VGG
+# background (least-priority stream), data parallel on one rank.
+mux1_job() {
+  local mux=/tmp/gpu-run/mux
+  sed -e "s|^model = ../models/|model = $PWD/jobs/models/|" -e 's/^\[job\]$/[job]\ndevice = cuda/' \
+    jobs/multiplex/background_vgg_small.ini >"$mux/bg1.ini"
+  sed -e "s|^model = ../models/vgg_small.ini|model = $PWD/jobs/models/$2.ini|" -e 's/^\[job\]$/[job]\ndevice = cuda/' \
+    -e "s|^batch_size = 32|batch_size = $3|" -e "s|^job = background_vgg_small.ini|job = $mux/bg1.ini|" \
+    -e "s|^synthetic_train_samples = 4096|synthetic_train_samples = 512|" \
+    -e '/^\[parallel\]$/d' -e '/^plan = /d' jobs/multiplex/foreground_vgg_small.ini >"$1"
+}
+
+# mux1_run NAME BINDING STEPS [--set ...]: one rank, mpirun --bind-to BINDING.
+mux1_run() {
+  local name=$1 binding=$2 steps=$3
+  shift 3
+  fits 25 "mux1 $name" || return 1
+  (unset OMPI_MCA_mpi_yield_when_idle
+   timeout "$(limit 90)" mpirun --bind-to "$binding" -np 1 gpu-run/burstpool train "$job1" --steps "$steps" \
+     --set train.log_every=100 "$@" --metrics "/tmp/gpu-run/mux/$name.json") >>"$log" 2>&1
+  echo "mux1 $name: exit $?" | tee -a "$log"
+}
+
+check_mux1() {
+  setup_mpi
+  section "multiplexing in one process: what held the background back, then vgg16 at small batches"
+  local job1=/tmp/gpu-run/mux/fg1.ini round batch
+  mux1_job "$job1" vgg_small 32
+  # One change at a time from the settings of the earlier run (bound core,
+  # SCHED_IDLE, spinning waits), then all three changed (today's defaults).
+  mux1_run cause_before core 400 --set background.thread_priority=idle --set background.cuda_wait=spin
+  mux1_run cause_unbound none 400 --set background.thread_priority=idle --set background.cuda_wait=spin
+  mux1_run cause_priority core 400 --set background.thread_priority=normal --set background.cuda_wait=spin
+  mux1_run cause_blocking core 400 --set background.thread_priority=idle --set background.cuda_wait=block
+  mux1_run cause_after none 400
+  for round in $(seq "${GPU_CHECK_MUX_ROUNDS:-2}"); do
+    for batch in 4 8 16 32; do
+      mux1_job "$job1" vgg16 "$batch"
+      mux1_run "b${batch}_alone_$round" none 300 --set background.job=none
+      mux1_run "b${batch}_shared_$round" none 300
+    done
+  done
+  python3 perf/mux1_summary.py /tmp/gpu-run/mux "$out/mux1.json" 2>&1 | tee -a "$log"
 }
 
 check_multiplex() {
@@ -246,6 +297,6 @@ check_profile() {
   echo "plan: exit $?" | tee -a "$log"
 }
 
-for name in ${GPU_CHECK_SECTIONS:-tests layers e2e multiplex steps learners profile}; do
+for name in ${GPU_CHECK_SECTIONS:-mux1 tests layers e2e multiplex steps learners profile}; do
   "check_$name"
 done
