@@ -23,6 +23,17 @@ struct StandInDevice {
   }
 };
 
+// A window whose markers are the device's count of pieces queued; waiting
+// for one finishes every piece up to it.
+PieceWindow<int> window_on(StandInDevice& d, int limit) {
+  return PieceWindow<int>(
+      limit, [&d] { return d.queued; },
+      [&d](int& upto) {
+        d.waited.push_back(upto);
+        d.done = std::max(d.done, upto);
+      });
+}
+
 void run_pieces(PieceWindow<int>& window, StandInDevice& device, int pieces) {
   for (int p = 0; p < pieces; ++p) {
     device.launch();
@@ -32,12 +43,7 @@ void run_pieces(PieceWindow<int>& window, StandInDevice& device, int pieces) {
 
 TEST(PieceWindow, KeepsAtMostTheLimitInFlightAndWaitsOldestFirst) {
   StandInDevice d;
-  PieceWindow<int> window(
-      2, [&] { return d.queued; },
-      [&](int& upto) {
-        d.waited.push_back(upto);
-        d.done = std::max(d.done, upto);
-      });
+  PieceWindow<int> window = window_on(d, 2);
   run_pieces(window, d, 5);
   EXPECT_EQ(d.most_in_flight, 2);
   EXPECT_EQ(d.waited, (std::vector<int>{1, 2, 3, 4}));  // each piece waited for once the next is queued
@@ -49,12 +55,7 @@ TEST(PieceWindow, KeepsAtMostTheLimitInFlightAndWaitsOldestFirst) {
 
 TEST(PieceWindow, LimitOneWaitsForEachPieceAsTheOldPathDid) {
   StandInDevice d;
-  PieceWindow<int> window(
-      1, [&] { return d.queued; },
-      [&](int& upto) {
-        d.waited.push_back(upto);
-        d.done = std::max(d.done, upto);
-      });
+  PieceWindow<int> window = window_on(d, 1);
   run_pieces(window, d, 3);
   EXPECT_EQ(d.most_in_flight, 1);
   EXPECT_EQ(d.waited, (std::vector<int>{1, 2, 3}));
@@ -63,12 +64,7 @@ TEST(PieceWindow, LimitOneWaitsForEachPieceAsTheOldPathDid) {
 
 TEST(PieceWindow, ALargerWindowWaitsLess) {
   StandInDevice d;
-  PieceWindow<int> window(
-      4, [&] { return d.queued; },
-      [&](int& upto) {
-        d.waited.push_back(upto);
-        d.done = std::max(d.done, upto);
-      });
+  PieceWindow<int> window = window_on(d, 4);
   run_pieces(window, d, 6);
   EXPECT_EQ(d.most_in_flight, 4);
   EXPECT_EQ(d.waited, (std::vector<int>{1, 2, 3}));
