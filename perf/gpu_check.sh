@@ -7,6 +7,9 @@
 #              foreground at per-GPU batch 4, 8, 16 and 32 beside a small-VGG
 #              background, alone and shared, 2 alternating rounds
 #              (GPU_CHECK_MUX_ROUNDS); mux1.json holds each point;
+#   learners   sma learners auto-tuned on the GPU (up to 4), the average model
+#              kept on the device against sent up every step, learner batch
+#              16 and 32;
 #   tests      the CUDA layers and model against their CPU twins;
 #   layers     the per-layer benchmark at batch 32 (LeNet-5's chosen cuDNN
 #              algorithms; vgg16 with each [job] cudnn_algorithms choice named
@@ -19,7 +22,6 @@
 #              low-priority stream; and one rank with both jobs (one GPU each);
 #   steps      whole training steps of LeNet-5 and vgg16 (GPU_CHECK_STEP_MODELS),
 #              eager, with CUDA graphs, and vgg16 with measured algorithms;
-#   learners   sma learners auto-tuned on the GPU;
 #   profile    the layer profile of vgg16 on the GPU and the plan it gives.
 # GPU_CHECK_SECTIONS names the sections to run (default: all, in that order).
 # Every step has a timeout within one deadline (GPU_CHECK_SECONDS, default
@@ -271,17 +273,37 @@ PY
 }
 
 check_learners() {
-  section "sma learners on the GPU, auto-tuned: vgg_small, batch 32 per learner, one rank"
-  # The learners of a rank side by side on the GPU, each with its own streams,
-  # the SMA step on the GPU (docs/learners.md): the auto-tuner's trials
-  # (learners, samples/s) are the figure.
-  fits 60 "sma learners" &&
-    timeout "$(limit 150)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set job.model=$PWD/jobs/models/vgg_small.ini \
-    --set data.source=synthetic --set data.synthetic_train_samples=4096 --set data.synthetic_test_samples=0 \
-    --set job.device=cuda --set train.batch_size=32 --steps 400 --set train.log_every=50 --set sync.strategy=sma \
-    --set sync.learners=0 --set sync.max_learners=8 --set sync.autotune_steps=20 --set optimizer.nesterov=false \
-    --metrics "$out/learners_cuda.json" >>"$log" 2>&1
-  echo "sma learners: exit $?" | tee -a "$log"
+  section "sma learners on the GPU, auto-tuned up to 4: the average model on the device against sent up each step"
+  # The learners of a rank side by side on the GPU, each with its own streams;
+  # [sync] sma_average = device keeps z on each learner's GPU (only c_j down
+  # and the summed Delta up per iteration), host sends z up before every
+  # step (docs/learners.md). The auto-tuner's trials (learners, samples/s)
+  # are the figures; small-VGG at learner batch 16 and 32.
+  local batch where
+  for batch in 16 32; do
+    for where in device host; do
+      fits 40 "sma learners $where batch $batch" || continue
+      timeout "$(limit 90)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini \
+        --set job.model=$PWD/jobs/models/vgg_small.ini --set data.source=synthetic \
+        --set data.synthetic_train_samples=4096 --set data.synthetic_test_samples=0 --set job.device=cuda \
+        --set train.learner_batch_size=$batch --steps 300 --set train.log_every=100 --set sync.strategy=sma \
+        --set sync.learners=0 --set sync.max_learners=4 --set sync.autotune_steps=20 --set optimizer.nesterov=false \
+        --set sync.sma_average=$where --metrics "/tmp/gpu-run/learners_${where}_$batch.json" >>"$log" 2>&1
+      echo "sma learners $where batch $batch: exit $?" | tee -a "$log"
+    done
+  done
+  python3 - "$out/learners_cuda.json" <<'PY' 2>&1 | tee -a "$log"
+import glob, json, os, re, sys
+summary = {}
+for path in sorted(glob.glob("/tmp/gpu-run/learners_*_*.json")):
+    where, batch = re.match(r".*/learners_(device|host)_(\d+)\.json", path).groups()
+    m = json.load(open(path))
+    summary[f"{where} batch {batch}"] = {"trials": m["learner_tuning"], "chosen_learners": m["learners_per_rank"],
+                                         "samples_per_second": m["samples_per_second"]}
+json.dump(summary, open(sys.argv[1], "w"), indent=1)
+for k, v in summary.items():
+    print(k, v)
+PY
 }
 
 check_profile() {
@@ -297,6 +319,6 @@ check_profile() {
   echo "plan: exit $?" | tee -a "$log"
 }
 
-for name in ${GPU_CHECK_SECTIONS:-mux1 tests layers e2e multiplex steps learners profile}; do
+for name in ${GPU_CHECK_SECTIONS:-mux1 learners tests layers e2e multiplex steps profile}; do
   "check_$name"
 done

@@ -192,18 +192,36 @@ def profile_section(runs):
     return lines + [""]
 
 
-def learners_section(runs):
-    name, m = latest_json(runs, "learners_cuda.json")
-    lines = ["## sma learners side by side on the GPU (vgg_small, batch 32 per learner, one rank, auto-tuned)", ""]
-    if m is None:
-        return lines + ["No result.", ""]
-    lines += [f"From {name}.", "", "| learners | samples/s | per learner |", "|---|---|---|"]
+def learners_table(m):
+    """One auto-tuned run's trials as table rows, and its closing sentence."""
+    lines = ["| learners | samples/s | per learner |", "|---|---|---|"]
     for t in m["learner_tuning"]:
         lines.append(f"| {t['learners']} | {t['samples_per_second']:.0f} | "
                      f"{t['samples_per_second'] / t['learners']:.0f} |")
-    return lines + ["", f"The tuner kept {m['learners_per_rank']} learner(s) (it stops at the first gain under "
+    chosen = m.get("learners_per_rank", m.get("chosen_learners"))
+    return lines + ["", f"The tuner kept {chosen} learner(s) (it stops at the first gain under "
                         f"`[sync] autotune_threshold`, default 10%); the whole run averaged "
                         f"{m['samples_per_second']:.0f} samples/s.", ""]
+
+
+def learners_section(runs):
+    """Old runs: one auto-tuned run; newer ones: {"device|host batch B": run}, the
+    average model on the device against sent up each step ([sync] sma_average)."""
+    name, m = latest_json(runs, "learners_cuda.json")
+    old = m is not None and "learner_tuning" in m
+    lines = [f"## sma learners side by side on the GPU (vgg_small, {'batch 32 per learner, ' if old else ''}one rank, "
+             "auto-tuned)", ""]
+    if m is None:
+        return lines + ["No result.", ""]
+    lines += [f"From {name}.", ""]
+    if old:
+        return lines + learners_table(m)
+    for key, run in m.items():
+        where, batch = key.split(" batch ")
+        lines += [f"### average model on the {where}, batch {batch} per learner", ""]
+        lines += learners_table({"learner_tuning": run["trials"], "chosen_learners": run["chosen_learners"],
+                                 "samples_per_second": run["samples_per_second"]})
+    return lines
 
 
 def multiplex_section(runs):

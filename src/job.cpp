@@ -68,6 +68,7 @@ const std::vector<JobKey>& job_schema() {
       {"sync", "autotune_steps", "30", "iterations", "[1, 100000]", "Iterations timed per learner count while auto-tuning (after 3 untimed)"},
       {"sync", "alpha", "0.1", "factor", "(0, 1]", "sma: pull of each learner towards the average model"},
       {"sync", "average_momentum", "0.9", "factor", "[0, 1)", "sma: momentum on the average model"},
+      {"sync", "sma_average", "device", "device | host", "", "sma with [job] device = cuda or twin: where each learner's copy of the average model z lives. device: z and z_prev stay on the device and move there by the same float operations as on the host, so per iteration only the learner's correction comes back and the summed correction goes up; host: z goes up before every learner step"},
       {"sync", "local_steps", "8", "iterations", "[1, 1000000]", "local-sgd: iterations between model averages"},
       {"sync", "shadow_pause_ms", "0", "milliseconds", "[0, 60000]", "shadow: pause between two background averaging rounds"},
       {"sync", "shadow_rule", "average", "average | elastic | block-momentum", "", "shadow: what each background round does with the ranks' snapshots (ShadowSync's rules, docs/learners.md): move each model to the mean; elastic averaging (each model pulled towards a centre, the centre towards the models, by shadow_alpha); or block momentum (BMUF: a global model moved by a momentum-filtered block update)"},
@@ -356,6 +357,7 @@ JobConfig load_job(const std::string& path, const std::vector<std::string>& over
   c.sync.autotune_steps = static_cast<int>(v.integer("sync", "autotune_steps"));
   c.sync.alpha = v.number("sync", "alpha");
   c.sync.average_momentum = v.number("sync", "average_momentum");
+  c.sync.sma_average = v.choice("sync", "sma_average", {"device", "host"});
   c.sync.local_steps = static_cast<int>(v.integer("sync", "local_steps"));
   c.sync.shadow_pause_ms = v.number("sync", "shadow_pause_ms");
   c.sync.shadow_rule = v.choice("sync", "shadow_rule", {"average", "elastic", "block-momentum"});

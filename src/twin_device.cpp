@@ -157,11 +157,13 @@ class TwinDevice final : public DeviceModel {
 
   void copy_out(Buffer what, int layer, int slot, float* host, size_t floats) override {
     count_copy(what);
+    if (options_.counts) options_.counts->floats_out += floats;
     if (floats == 0) return;
     std::memcpy(host, at(what, layer, slot, floats), floats * sizeof(float));
   }
   void copy_in(Buffer what, int layer, int slot, const float* host, size_t floats) override {
     count_copy(what);
+    if (options_.counts) options_.counts->floats_in += floats;
     if (floats == 0) return;
     std::memcpy(at(what, layer, slot, floats), host, floats * sizeof(float));
   }
@@ -198,6 +200,11 @@ class TwinDevice final : public DeviceModel {
  private:
   void count_copy(Buffer what) {
     if (options_.counts && what == Buffer::parameter_gradient) ++options_.counts->parameter_gradient_copies;
+    if (options_.counts && what == Buffer::parameters) ++options_.counts->parameter_copies;
+  }
+  static bool is_scratch(Buffer what) {
+    return what == Buffer::scratch_a || what == Buffer::scratch_b || what == Buffer::scratch_c ||
+           what == Buffer::scratch_d;
   }
   static void copy(Tensor& to, const Tensor& from) {
     if (from.size() > 0) std::memcpy(to.data(), from.data(), from.size() * sizeof(float));
@@ -226,7 +233,9 @@ class TwinDevice final : public DeviceModel {
       case Buffer::state: whole = &twin_.state(); break;
       case Buffer::momentum: whole = &sgd_->velocity(); break;
       case Buffer::scratch_a:
-      case Buffer::scratch_b: whole = &scratch(what); break;
+      case Buffer::scratch_b:
+      case Buffer::scratch_c:
+      case Buffer::scratch_d: whole = &scratch(what); break;
     }
     if (what == Buffer::parameter_gradient || what == Buffer::parameters || what == Buffer::state) {
       const auto range = layer < 0 ? std::pair<size_t, size_t>{0, whole->size()}
@@ -234,7 +243,7 @@ class TwinDevice final : public DeviceModel {
       offset = range.first;
       limit = range.second;
     }
-    if (what == Buffer::momentum || what == Buffer::scratch_a || what == Buffer::scratch_b) {
+    if (what == Buffer::momentum || is_scratch(what)) {
       BP_CHECK(layer < 0, "twin device: layer {} of a whole-model vector", layer);
       limit = whole->size();
     }
@@ -243,7 +252,7 @@ class TwinDevice final : public DeviceModel {
     return whole->data() + offset;
   }
   Tensor& scratch(Buffer which) {
-    Tensor& t = scratch_[which == Buffer::scratch_a ? 0 : 1];
+    Tensor& t = scratch_[static_cast<int>(which) - static_cast<int>(Buffer::scratch_a)];
     if (t.empty()) t = Tensor::zeros(Shape{1, static_cast<int>(twin_.param_count())});
     return t;
   }
@@ -256,7 +265,7 @@ class TwinDevice final : public DeviceModel {
   TwinOptions options_;
   Model twin_;
   std::unique_ptr<Sgd> sgd_;  // the twin's velocity
-  Tensor scratch_[2];         // Buffer::scratch_a and scratch_b, made at first use
+  Tensor scratch_[4];         // Buffer::scratch_a to scratch_d, made at first use
   std::vector<std::vector<Tensor>> slot_in_, slot_grad_;
   DeviceRanks ranks_;
   std::function<void()> before_layer_;

@@ -76,7 +76,8 @@ class DeviceModel {
   virtual float loss() = 0;  // after the loss layer's forward_layer
   enum class Buffer {
     activation, gradient, slot_input, slot_gradient, parameter_gradient, parameters, state,
-    momentum, scratch_a, scratch_b  // whole flat vectors only (layer -1): the SGD velocity, a strategy's scratch
+    momentum, scratch_a, scratch_b, scratch_c, scratch_d  // whole flat vectors only (layer -1): the SGD
+                                                          // velocity, a strategy's own vectors
   };
   // `floats` values from the start of a layer's buffer (slot: for the slot
   // buffers) to host memory and back. copy_out returns with the data there.
@@ -88,7 +89,7 @@ class DeviceModel {
   // A sync strategy's update on the device, in generic pieces (the sma
   // strategy's step is a sequence of them, src/sma.cpp): whole flat vectors
   // of param_count floats (parameters, parameter_gradient, momentum and the
-  // two scratch vectors, made at first use) combined as y = a x + b y,
+  // four scratch vectors, made at first use) combined as y = a x + b y,
   // elementwise, in the stream order of the other work; with b == 0, y is
   // only written (BLAS's beta = 0: y = a x exactly, whatever y held). Vectors
   // go up and down with copy_in and copy_out at layer -1.
@@ -132,6 +133,8 @@ struct CudaOptions {
 struct TwinCounts {
   size_t floats_summed = 0;              // by its transport's gradient sums
   size_t parameter_gradient_copies = 0;  // copy_out and copy_in calls of parameter gradients
+  size_t parameter_copies = 0;           // copy_out and copy_in calls of parameters
+  size_t floats_in = 0, floats_out = 0;  // floats copied host to device and back, any buffer
 };
 struct TwinOptions {
   bool transport = false;

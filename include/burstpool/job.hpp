@@ -48,6 +48,7 @@ struct SyncConfig {
   double autotune_threshold = 0.1;
   int autotune_steps = 30;
   float alpha = 0.1f, average_momentum = 0.9f;
+  std::string sma_average = "device";  // device | host: where a device learner's copy of z lives
   int local_steps = 8;
   double shadow_pause_ms = 0;
   std::string shadow_rule = "average";  // average | elastic | block-momentum

@@ -39,8 +39,19 @@ void sma_learner_step(const SmaOptions& options, float* w, float* u, const float
 // pieces, the same float operations in the same order): its parameters,
 // momentum (u_j) and parameter gradients (overwritten with g); z
 // (param_count floats) goes up, and c_j comes back into `c`, overwriting it.
-// Uses both scratch vectors. Returns when c is there.
+// Uses scratch_a (z) and scratch_b (c). Returns when c is there.
 void sma_device_step(DeviceModel& device, const SmaOptions& options, float lr, const float* z, float* c, size_t n);
+
+// The average model kept on the device instead ([sync] sma_average =
+// device): z in scratch_a and z_prev in scratch_c, put there once by
+// sma_device_load_average and then moved by sma_device_average_step, the
+// float operations of AverageModel::step in its order, so the device's copy
+// stays bit for bit the host's. Per iteration only c_j comes back and the
+// summed Delta goes up (the allreduce's staging); z and the parameters
+// never cross.
+void sma_device_load_average(DeviceModel& device, const float* z, const float* z_prev, size_t n);
+void sma_device_resident_step(DeviceModel& device, const SmaOptions& options, float lr, float* c, size_t n);
+void sma_device_average_step(DeviceModel& device, float average_momentum, const float* delta, size_t n);
 
 class AverageModel {
  public:

@@ -19,11 +19,13 @@ __global__ void sgd_kernel(float* w, const float* g, float* v, size_t n, float l
   w[i] -= lr * (nesterov ? grad + mu * vel : vel);
 }
 
-// b == 0: y is only written (BLAS's beta = 0).
+// b == 0: y is only written (BLAS's beta = 0). Rounded multiplies and adds,
+// never fused: the same float operations as the host's pieces, so that a
+// strategy's state kept on the GPU stays bit for bit the host's copy.
 __global__ void axpby_kernel(float a, const float* x, float b, float* y, size_t n) {
   const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  y[i] = b == 0.0f ? a * x[i] : a * x[i] + b * y[i];
+  y[i] = b == 0.0f ? __fmul_rn(a, x[i]) : __fadd_rn(__fmul_rn(a, x[i]), __fmul_rn(b, y[i]));
 }
 
 }  // namespace

@@ -240,8 +240,10 @@ float* GpuModel::buffer(Buffer what, int layer, int slot) const {
     case Buffer::parameters: return layer < 0 ? params_ : params_ + host_.param_range(layer).first;
     case Buffer::state: return layer < 0 ? state_ : state_ + host_.state_range(layer).first;
     case Buffer::momentum: return layer < 0 ? velocity_ : nullptr;
-    case Buffer::scratch_a: return layer < 0 ? scratch_[0] : nullptr;
-    case Buffer::scratch_b: return layer < 0 ? scratch_[1] : nullptr;
+    case Buffer::scratch_a:
+    case Buffer::scratch_b:
+    case Buffer::scratch_c:
+    case Buffer::scratch_d: return layer < 0 ? scratch_[scratch_index(what)] : nullptr;
   }
   return nullptr;
 }
@@ -584,8 +586,8 @@ void GpuModel::axpby(float a, Buffer x, float b, Buffer y) {
 }
 
 float* GpuModel::flat(Buffer what) {
-  if (what == Buffer::scratch_a || what == Buffer::scratch_b) {
-    float*& s = scratch_[what == Buffer::scratch_a ? 0 : 1];
+  if (scratch_index(what) >= 0) {
+    float*& s = scratch_[scratch_index(what)];
     if (!s) {
       s = device(host_.param_count());
       BP_CUDA_CHECK(cudaMemsetAsync(s, 0, host_.param_count() * sizeof(float), stream_));

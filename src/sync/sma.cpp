@@ -5,6 +5,7 @@
 // learning-rate drop every replica restarts from z.
 #include <cmath>
 #include <cstdlib>
+#include <set>
 
 #include "burstpool/error.hpp"
 #include "burstpool/job.hpp"
@@ -28,11 +29,13 @@ class Sma final : public SyncStrategy {
   explicit Sma(const JobConfig& job)
       : options_{job.sync.alpha, job.sgd.momentum, job.sync.average_momentum, job.sgd.weight_decay},
         reset_lr_(job.schedule.at(0)),
+        resident_(job.sync.sma_average == "device"),
         check_(std::getenv("BURSTPOOL_TEST_CHECK_AVERAGE") != nullptr) {}
 
   void prepare(Learner& l) override {
     l.momentum.assign(l.model().param_count(), 0.0f);
     l.scratch.assign(l.model().param_count(), 0.0f);
+    loaded_.erase(&l);  // a new learner, maybe where a removed one was
   }
   void attach(LearnerTeam& team) override {
     z_ = std::make_unique<AverageModel>(team.first().params(), team.n, options_.average_momentum);
@@ -40,6 +43,10 @@ class Sma final : public SyncStrategy {
   const float* starting_values(LearnerTeam&) override { return z_->data(); }
 
   void before_iteration(LearnerTeam& team, float lr) override {
+    if (resident_)  // here, on the loop's thread: learner_step then only reads loaded_
+      for (auto& l : team.all)
+        if (l->device_step && loaded_.insert(l.get()).second)
+          sma_device_load_average(*l->exec->device(), z_->z(), z_->previous(), team.n);
     if (lr >= 0.5f * reset_lr_) return;
     team.to_host();  // a learning-rate drop: replicas restart from the average
     team.set_all(z_->data());
@@ -47,7 +54,11 @@ class Sma final : public SyncStrategy {
   }
   void learner_step(Learner& l, float lr) override {
     const size_t n = l.model().param_count();
-    if (l.device_step) {  // per step only z goes up and c_j comes back
+    if (l.device_step && resident_) {  // per step only c_j comes back
+      sma_device_resident_step(*l.exec->device(), options_, lr, l.scratch.data(), n);
+      return;
+    }
+    if (l.device_step) {  // per step z goes up and c_j comes back
       sma_device_step(*l.exec->device(), options_, lr, z_->data(), l.scratch.data(), n);
       return;
     }
@@ -61,6 +72,9 @@ class Sma final : public SyncStrategy {
       for (size_t i = 0; i < team.n; ++i) delta[i] += team.all[j]->scratch[i];
     sum_over_world(delta, team.n);
     z_->step(delta);
+    for (auto& l : team.all)  // the devices' copies of z take the same step
+      if (l->device_step && loaded_.count(l.get()))
+        sma_device_average_step(*l->exec->device(), options_.average_momentum, delta, team.n);
     if (check_) {  // test hook: z bitwise the same on every rank after every synchronisation
       require_same_on_every_rank(z_->data(), team.n, iteration);
       ++checked_;
@@ -72,7 +86,10 @@ class Sma final : public SyncStrategy {
     return {{"/average/z", z_->z(), z_->size()}, {"/average/z_prev", z_->previous(), z_->size()}};
   }
   void save(LearnerProgress& p) const override { p.reset_lr = reset_lr_; }
-  void restore(const LearnerProgress& p) override { reset_lr_ = p.reset_lr; }
+  void restore(const LearnerProgress& p) override {
+    reset_lr_ = p.reset_lr;
+    loaded_.clear();  // z came from the checkpoint: the devices load it again
+  }
   StrategyCounts finish() override {
     if (check_ && world().rank == 0)
       fmt::print("average model identical on every rank after each of {} synchronisations\n", checked_);
@@ -83,6 +100,8 @@ class Sma final : public SyncStrategy {
   const SmaOptions options_;
   std::unique_ptr<AverageModel> z_;
   float reset_lr_;  // the learning rate at the last restart from z
+  const bool resident_;                // [sync] sma_average = device
+  std::set<const Learner*> loaded_;    // device learners holding the current z (resident_)
   const bool check_;
   int64_t checked_ = 0;
 };

@@ -60,6 +60,19 @@ else
   fail "batch norm: 2x1 and 1x2 differ: $(diff <(grep "^eval" "$work/bn-1x2.out") <(grep "^eval" "$work/bn-2x1.out") | head -4)"
 fi
 
+# 1c. The device path (twin device), 2 learners per rank on 2 ranks: with
+#     the average model kept on each learner's device or sent up every step,
+#     the same checkpoint as the CPU's, bit for bit.
+twin=(--set job.device=twin --set sync.learners=2 --set train.epochs=1)
+train twin-cpu 2 --set sync.learners=2 --set train.epochs=1
+train twin-resident 2 "${twin[@]}" --set sync.sma_average=device
+train twin-host 2 "${twin[@]}" --set sync.sma_average=host
+if h5same "$work/twin-cpu.h5" "$work/twin-resident.h5" && h5same "$work/twin-cpu.h5" "$work/twin-host.h5"; then
+  echo "ok   twin device: z on the device, z sent up each step and the CPU give the same checkpoint"
+else
+  fail "twin device: sma_average = device or host differs from the CPU"
+fi
+
 # 2. Every strategy learns; shadow averages in the background.
 train shadow 2 --set sync.strategy=shadow --set sync.learners=1
 for run in sma-2x1 local-sgd-2x1 shadow; do
