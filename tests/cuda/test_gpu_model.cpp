@@ -17,6 +17,7 @@
 #include "burstpool/model_io.hpp"
 #include "burstpool/optimizer.hpp"
 #include "burstpool/sma.hpp"
+#include "../unit/sma_device_check.hpp"
 #include "cuda/gpu_model.hpp"
 #include "kernels.hpp"
 
@@ -211,6 +212,15 @@ TEST(GpuModel, SmaStepMatchesTheCpu) {
   gpu.to_host(gpu_u.data());
   expect_close(gpu_host.params().data(), cpu.params().data(), p, "parameters after 2 SMA steps");
   expect_close(gpu_u.data(), u.data(), p, "u_j after 2 SMA steps");
+}
+
+// The average model kept on the GPU: bit for bit the host's, as on the twin
+// (the axpby kernel rounds its multiplies and adds apart, never fused).
+TEST(GpuModel, AverageKeptOnTheGpuIsTheHostsBitwise) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  Model host(parse_model_ini(kResidentModel, "sma_resident.ini"), 2, 11);
+  std::unique_ptr<DeviceModel> gpu = make_cuda_model(host, 0);
+  expect_resident_average_is_the_hosts(*gpu, host, nullptr);
 }
 
 }  // namespace
