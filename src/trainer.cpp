@@ -10,10 +10,8 @@
 
 #include <mpi.h>
 
-#include "burstpool/auto_plan.hpp"
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/executor.hpp"
-#include "burstpool/memory.hpp"
 #include "burstpool/plan.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/model.hpp"
@@ -21,61 +19,13 @@
 #include "burstpool/run_log.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/session.hpp"
-#include "burstpool/stop.hpp"
 #include "burstpool/trace.hpp"
 #include "burstpool/version.hpp"
-#include "multiplex.hpp"
 
 namespace burstpool {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// With per-rank batch-norm statistics ([parallel] sync_batchnorm = false)
-// each layer's first rank's go to the layer's other ranks (as PyTorch DDP
-// broadcasts rank 0's buffers), so every rank evaluates the model the
-// checkpoint holds. Collective; nothing with statistics summed over groups,
-// which are the same on every rank already.
-void share_statistics(const JobConfig& job, Executor& exec) {
-  Model& m = exec.model();
-  if (job.sync_batchnorm || m.state().size() == 0) return;
-  DeviceModel* device = exec.device();
-  if (device) device->copy_out(DeviceModel::Buffer::state, -1, 0, m.state().data(), m.state().size());
-  exec.share_from_owners(m.state().data(), m.state().size(), true);
-  if (device) device->copy_in(DeviceModel::Buffer::state, -1, 0, m.state().data(), m.state().size());
-}
-
-// Test-set accuracy and mean loss through the same plan as training.
-EvalPoint evaluate(Executor& exec, const Dataset& test, const JobConfig& job) {
-  share_statistics(job, exec);
-  return evaluate_test_set(exec, test, 0, test.size(), job.seed);
-}
-
-Plan plan_for(const JobConfig& job, const ModelSpec& spec, int world_size, TrainResult& r) {
-  if (job.plan_path.empty()) return job_data_parallel_plan(job, spec, world_size);
-  if (job.plan_path == "auto") {
-    const AutoPlan made = auto_plan(job, spec, r.threads);
-    r.predicted_step_seconds = made.predicted_step_s;
-    r.plan_file = made.path;
-    return made.plan;
-  }
-  Plan plan = load_plan(job.plan_path);
-  if (plan.global_batch != job.batch_size)
-    throw Error(fmt::format("{}: the plan is for global batch {}, the job trains with batch {} (set --batch-size {})",
-                            job.plan_path, plan.global_batch, job.batch_size, plan.global_batch));
-  return plan;
-}
-
-// Every layer's parameters, state and momentum from the ranks that run it, on
-// every rank, then written by rank 0.
-void write_final_checkpoint(const JobConfig& job, Executor& exec, Sgd& sgd, int64_t steps, const std::string& history) {
-  Model& m = exec.model();
-  if (DeviceModel* device = exec.device()) device->to_host(sgd.velocity().data());
-  exec.share_from_owners(m.params().data(), m.params().size(), false);
-  exec.share_from_owners(m.state().data(), m.state().size(), true);
-  exec.share_from_owners(sgd.velocity().data(), sgd.velocity().size(), false);
-  if (world().rank == 0) write_checkpoint(job.checkpoint_path, m, sgd, {steps, job.seed, history});
-}
 
 }  // namespace
 
@@ -139,162 +89,7 @@ TrainResult train(const JobConfig& job) {
   if (!job.trace_path.empty() && job.sync.strategy != "ssgd")
     throw Error(fmt::format("--trace: timelines cover data-parallel and burst runs ([sync] strategy = ssgd), not {}",
                             job.sync.strategy));
-  if (job.sync.strategy != "ssgd") return train_small_batch(job);
-  const auto wall_start = Clock::now();
-  const WorldInfo& w = world();
-  TrainResult r = start_result(job);
-
-  const ModelSpec spec = load_job_model(job);
-  r.model = spec.name;
-  const Plan plan = plan_for(job, spec, w.size, r);
-  validate_plan(plan, spec, w.size);
-  require_memory(job, spec, plan, MPI_COMM_WORLD);
-  TrainingSession session(job, spec, plan, MPI_COMM_WORLD);
-  Executor& exec = session.exec();
-  exec.set_per_layer_allreduce(job.layer_timing);
-  Model& model = session.model();
-  Sgd& sgd = session.sgd();
-  const JobData& data = session.data();
-  const int64_t total = session.total_steps(), per_epoch = session.steps_per_epoch();
-  const int64_t eval_every = job.eval_every > 0 ? job.eval_every : per_epoch;
-  const bool chatty = w.rank == 0;
-  use_job_device(job, exec);
-  if (exec.device()) r.device = exec.device()->describe();
-  int64_t first_step = 0;
-  if (job.resume)
-    if (const std::optional<Resumed> from = resume_training(job, model, sgd, MPI_COMM_WORLD)) {
-      first_step = from->step;
-      restore_run_history(r, from->history);
-      if (chatty) fmt::print("resuming from the checkpoint of step {} ({})\n", from->step, from->file);
-    }
-  if (DeviceModel* device = exec.device()) device->from_host(sgd.velocity().data());  // initial or resumed values
-  if (!job.trace_path.empty()) {
-    exec.set_traced(true);
-    tracer().enable(job.trace_first, job.trace_end < 0 ? total : job.trace_end);
-  }
-  if (chatty)
-    fmt::print("burstpool: job '{}', model '{}' ({} parameters), {} training samples, global batch {}, {} steps, "
-               "{} rank(s) x {} thread(s), {}, {}, job id {}\n",
-               job.name, spec.name, model.param_count(), data.train.size(), job.batch_size, total, w.size, r.threads,
-               job.plan_path.empty() ? "data parallel" : "plan " + plan.source,
-               exec.device() ? exec.device()->describe() : "CPU", w.job_id);
-  std::unique_ptr<Multiplexer> multiplex;
-  bool with_background = !job.background.job_path.empty();
-  if (with_background && job.background.calibrate_steps >= total - first_step) {
-    const std::string why = fmt::format("[background] calibrate_steps: {} must be below the {} steps left to train "
-                                        "(the foreground first runs that many alone)",
-                                        job.background.calibrate_steps, total - first_step);
-    if (first_step == 0) throw Error(fmt::format("{}: {}", job.file, why));
-    // A resumed run near its end (a requeue, say) finishes without its background rather than failing.
-    if (chatty) fmt::print(stderr, "burstpool: warning: {}; the background job does not run in this part\n", why);
-    with_background = false;
-  }
-  if (with_background) multiplex = std::make_unique<Multiplexer>(job, exec);
-
-  double window_loss = 0;
-  int64_t window_steps = 0, total_run = total;  // total_run: less when stopped at the target
-  auto window_start = Clock::now(), last_checkpoint = Clock::now();
-  auto wall = [&] { return r.earlier_wall_seconds + seconds_since(wall_start); };
-  StopVote vote(MPI_COMM_WORLD);
-  run_log().record("start", wall(), {{"job", job.name}, {"first_step", first_step}, {"ranks", w.size}});
-  for (int64_t step = first_step; step < total; ++step) {
-    const auto t0 = Clock::now();
-    tracer().begin_step(step, t0);
-    const double loss = session.forward(step);
-    if (!std::isfinite(loss))
-      throw Error(step == first_step
-                      ? fmt::format("training loss is {} at the first step {}: the model's weights or the data hold "
-                                    "non-finite values, or the input is out of range",
-                                    loss, step)
-                      : fmt::format("training loss became {} at step {} (try a lower [optimizer] lr)", loss, step));
-    vote.start();
-    session.update(step);
-    const int stop = vote.finish();
-    const auto t1 = Clock::now();
-    const double step_seconds = std::chrono::duration<double>(t1 - t0).count();
-    tracer().end_step(t1);
-    r.train_seconds += step_seconds;
-    if (multiplex) multiplex->step_finished(step_seconds);
-    window_loss += loss;
-    ++window_steps;
-
-    const bool last = step + 1 == total;
-    if (!last && !stop && checkpoint_due(job, step, last_checkpoint)) {
-      const auto c0 = Clock::now();
-      write_final_checkpoint(job, exec, sgd, step + 1, run_history(r, wall()));
-      tracer().span(Track::main, "checkpoint", c0, false);
-      last_checkpoint = window_start = Clock::now();  // checkpointing is not training time
-    }
-    if ((step + 1) % job.log_every == 0 || last || stop) {
-      r.final_loss = sum_over_world(window_loss) / window_steps;
-      const double rate = window_steps * job.batch_size / std::max(1e-9, seconds_since(window_start));
-      if (chatty)
-        fmt::print("step {}/{} | epoch {:.2f} | loss {:.4f} | {:.0f} samples/s | lr {:.4g} | ETA {}{}\n", step + 1,
-                   total, static_cast<double>(step + 1) / per_epoch, r.final_loss, rate,
-                   session.schedule().at(step), eta((total - step - 1) * job.batch_size / rate),
-                   multiplex ? multiplex->progress() : "");
-      std::fflush(stdout);
-      run_log().progress(wall(), step + 1, static_cast<double>(step + 1) / per_epoch, r.final_loss, rate,
-                         session.schedule().at(step));
-      window_loss = 0;
-      window_steps = 0;
-      window_start = Clock::now();
-    }
-    if (stop) {  // the checkpoint and metrics below, no evaluation: the scheduler's kill may be near
-      total_run = step + 1;
-      r.stopped_by = stop_signal_name(stop);
-      break;
-    }
-    if (data.has_test && ((step + 1) % eval_every == 0 || last)) {
-      const auto e0 = Clock::now();
-      const TimeSplit before = exec.times();
-      EvalPoint p = evaluate(exec, data.test, job);
-      tracer().span(Track::main, "evaluation", e0, false);
-      exec.times() = before;  // the time split covers training only
-      p.step = step + 1;
-      p.epoch = static_cast<double>(step + 1) / per_epoch;
-      const bool stop = record_evaluation(r, job, p, "step", seconds_since(e0), wall(), chatty);
-      window_start = Clock::now();  // evaluation is not training time
-      if (stop) {
-        total_run = step + 1;
-        break;
-      }
-    }
-  }
-  if (window_steps > 0) r.final_loss = sum_over_world(window_loss) / window_steps;  // stopped at the target
-  if (multiplex) r.multiplex = multiplex->finish();
-  r.steps = total_run;
-  r.epochs = static_cast<double>(total_run) / per_epoch;
-  const double run_seconds = r.train_seconds - r.earlier_train_seconds;  // this run's, since the resume
-  r.samples_per_second = (total_run - first_step) * job.batch_size / std::max(1e-9, run_seconds);
-  r.forward_gflop_per_sample = model.forward_flops_per_sample() / 1e9;
-  r.achieved_gflops = 3.0 * r.forward_gflop_per_sample * r.samples_per_second;
-  const TimeSplit& t = exec.times();
-  constexpr int kFields = 5;
-  const double mine[kFields] = {t.compute, t.transfer, t.allreduce,
-                                std::max(0.0, run_seconds - t.compute - t.transfer - t.allreduce),
-                                static_cast<double>(peak_resident_bytes())};
-  std::vector<double> all(kFields * w.size);
-  BP_MPI_CHECK(MPI_Gather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-  for (int k = 0; k < w.size; ++k) {
-    const double* f = &all[kFields * k];
-    r.per_rank.push_back({f[0], f[1], f[2], f[3], f[4]});
-  }
-  if (job.layer_timing) {
-    std::vector<double> local, worst(2 * model.size());
-    for (const LayerTimes& lt : exec.layer_times()) local.insert(local.end(), {lt.transfer, lt.allreduce});
-    BP_MPI_CHECK(MPI_Reduce(local.data(), worst.data(), static_cast<int>(local.size()), MPI_DOUBLE, MPI_MAX, 0,
-                            MPI_COMM_WORLD));
-    for (int i = 0; i < model.size(); ++i)
-      r.per_layer.push_back({model.layer(i).name(), exec.ranks_of(i), worst[2 * i] / total_run, worst[2 * i + 1] / total_run});
-  }
-  r.wall_seconds = wall();
-  if (!job.checkpoint_path.empty()) write_final_checkpoint(job, exec, sgd, total_run, run_history(r, r.wall_seconds));
-  if (!job.trace_path.empty()) {
-    const size_t events = tracer().write(job.trace_path, fmt::format("burstpool train {}", job.file));
-    if (chatty) fmt::print("trace: {} events on {} rank(s) in {}\n", events, w.size, job.trace_path);
-  }
-  return r;
+  return job.sync.strategy == "ssgd" ? train_plan(job) : train_small_batch(job);
 }
 
 EvalPoint evaluate_test_set(Executor& exec, const Dataset& test, size_t lo, size_t hi, uint64_t seed) {

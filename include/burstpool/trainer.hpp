@@ -85,7 +85,10 @@ struct TrainResult {
 };
 
 TrainResult train(const JobConfig& job);
-// sma, shadow and local-sgd (src/small_batch.cpp); train() hands such jobs on.
+// train() hands a job on to one of two loops: ssgd, data parallel or a burst
+// plan (src/plan_run.cpp), or the small-batch learners: sma, shadow,
+// local-sgd (src/small_batch.cpp).
+TrainResult train_plan(const JobConfig& job);
 TrainResult train_small_batch(const JobConfig& job);
 
 // Both trainers at the start: the result's fields fixed by the job and the
