@@ -12,22 +12,15 @@
 
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/executor.hpp"
-#include "burstpool/plan.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/model.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/run_log.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/session.hpp"
-#include "burstpool/trace.hpp"
 #include "burstpool/version.hpp"
 
 namespace burstpool {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-}  // namespace
 
 std::string eta(double seconds) {
   if (!(seconds >= 0) || seconds > 1e7) return "?";

@@ -202,10 +202,6 @@ class TwinDevice final : public DeviceModel {
     if (options_.counts && what == Buffer::parameter_gradient) ++options_.counts->parameter_gradient_copies;
     if (options_.counts && what == Buffer::parameters) ++options_.counts->parameter_copies;
   }
-  static bool is_scratch(Buffer what) {
-    return what == Buffer::scratch_a || what == Buffer::scratch_b || what == Buffer::scratch_c ||
-           what == Buffer::scratch_d;
-  }
   static void copy(Tensor& to, const Tensor& from) {
     if (from.size() > 0) std::memcpy(to.data(), from.data(), from.size() * sizeof(float));
   }
@@ -243,7 +239,7 @@ class TwinDevice final : public DeviceModel {
       offset = range.first;
       limit = range.second;
     }
-    if (what == Buffer::momentum || is_scratch(what)) {
+    if (what == Buffer::momentum || scratch_slot(what) >= 0) {
       BP_CHECK(layer < 0, "twin device: layer {} of a whole-model vector", layer);
       limit = whole->size();
     }
@@ -252,7 +248,7 @@ class TwinDevice final : public DeviceModel {
     return whole->data() + offset;
   }
   Tensor& scratch(Buffer which) {
-    Tensor& t = scratch_[static_cast<int>(which) - static_cast<int>(Buffer::scratch_a)];
+    Tensor& t = scratch_[scratch_slot(which)];
     if (t.empty()) t = Tensor::zeros(Shape{1, static_cast<int>(twin_.param_count())});
     return t;
   }
@@ -265,7 +261,7 @@ class TwinDevice final : public DeviceModel {
   TwinOptions options_;
   Model twin_;
   std::unique_ptr<Sgd> sgd_;  // the twin's velocity
-  Tensor scratch_[4];         // Buffer::scratch_a to scratch_d, made at first use
+  Tensor scratch_[kScratchVectors];  // Buffer::scratch_a to scratch_d, made at first use
   std::vector<std::vector<Tensor>> slot_in_, slot_grad_;
   DeviceRanks ranks_;
   std::function<void()> before_layer_;

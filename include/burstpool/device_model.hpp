@@ -79,6 +79,13 @@ class DeviceModel {
     momentum, scratch_a, scratch_b, scratch_c, scratch_d  // whole flat vectors only (layer -1): the SGD
                                                           // velocity, a strategy's own vectors
   };
+  static constexpr int kScratchVectors = 4;
+  // Which of the scratch vectors `what` is (0 for scratch_a ...), -1 for the
+  // other buffers: where a device keeps them.
+  static int scratch_slot(Buffer what) {
+    const int i = static_cast<int>(what) - static_cast<int>(Buffer::scratch_a);
+    return i >= 0 && i < kScratchVectors ? i : -1;
+  }
   // `floats` values from the start of a layer's buffer (slot: for the slot
   // buffers) to host memory and back. copy_out returns with the data there.
   // For parameters, parameter_gradient and state, layer -1 means the whole

@@ -243,7 +243,7 @@ float* GpuModel::buffer(Buffer what, int layer, int slot) const {
     case Buffer::scratch_a:
     case Buffer::scratch_b:
     case Buffer::scratch_c:
-    case Buffer::scratch_d: return layer < 0 ? scratch_[scratch_index(what)] : nullptr;
+    case Buffer::scratch_d: return layer < 0 ? scratch_[scratch_slot(what)] : nullptr;
   }
   return nullptr;
 }
@@ -586,8 +586,8 @@ void GpuModel::axpby(float a, Buffer x, float b, Buffer y) {
 }
 
 float* GpuModel::flat(Buffer what) {
-  if (scratch_index(what) >= 0) {
-    float*& s = scratch_[scratch_index(what)];
+  if (scratch_slot(what) >= 0) {
+    float*& s = scratch_[scratch_slot(what)];
     if (!s) {
       s = device(host_.param_count());
       BP_CUDA_CHECK(cudaMemsetAsync(s, 0, host_.param_count() * sizeof(float), stream_));

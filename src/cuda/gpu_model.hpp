@@ -142,11 +142,7 @@ class GpuModel final : public DeviceModel {
   int batch_ = 0;
   std::vector<void*> owned_;
   float *params_ = nullptr, *grads_ = nullptr, *state_ = nullptr, *velocity_ = nullptr;
-  float* scratch_[4] = {};                         // Buffer::scratch_a to scratch_d, made at first use
-  static int scratch_index(Buffer what) {          // -1 for the other buffers
-    const int i = static_cast<int>(what) - static_cast<int>(Buffer::scratch_a);
-    return i >= 0 && i < 4 ? i : -1;
-  }
+  float* scratch_[kScratchVectors] = {};           // Buffer::scratch_a to scratch_d, made at first use
   std::vector<float*> acts_, act_grads_;          // per layer, sized by its capacity on this rank
   std::vector<std::vector<float*>> slot_in_, slot_grad_;  // per input slot; nullptr: the producer's buffers
   std::vector<int> layer_n_;                       // each layer's samples in this step

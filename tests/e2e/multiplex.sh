@@ -141,7 +141,7 @@ else
   fail "background resume: from '$first' to '$second': $(grep -m1 background: "$work/bg_resumed.out")"
 fi
 
-# 7. A background job on a device (the twin stands in for a GPU): its thread
+# 6. A background job on a device (the twin stands in for a GPU): its thread
 #    keeps normal priority, and a rank bound to one core is warned that the
 #    thread needs a second one; with two cores there is no warning.
 background_job "$work/bg_twin.ini" twin
@@ -161,7 +161,7 @@ if [[ $(nproc) -ge 2 ]]; then
 fi
 echo "ok   a device background keeps normal priority, and one core per rank is warned about"
 
-# 8. [background] sync = none: each rank trains a replica of its own (its
+# 7. [background] sync = none: each rank trains a replica of its own (its
 #    seed plus the rank) and meets no other rank; rank 0's, the one
 #    checkpointed, is the background job trained alone on one rank for as
 #    many steps, bit for bit, and the foreground is untouched.
@@ -183,7 +183,7 @@ fi
 [[ "$(metric own 'm["background_samples_per_second"] > 0 and m["background"]["failed_ranks"] == 0')" == True ]] ||
   fail "sync = none: no background rate, or a failure"
 
-# 6. Bad background jobs are refused before training, naming file and key.
+# 8. Bad background jobs are refused before training, naming file and key.
 printf '[parallel]\nplan = x.json\n' >>"$work/bg.ini"
 timeout 60 mpirun -np 2 "$bin" train "$work/fg.ini" >/dev/null 2>"$work/bad.err" && fail "background with a plan accepted"
 grep -q "bg.ini: \[parallel\] plan: a background job trains data parallel" "$work/bad.err" || fail "bad: $(cat "$work/bad.err")"
