@@ -1,6 +1,8 @@
-// Conv2d (stride, zero padding, optional bias), by one of two algorithms:
-// Winograd F(4x4,3x3) or F(2x2,3x3) (layers/winograd.cpp) for 3x3 stride-1 kernels with
-// enough input channels, im2col + GEMM for everything else.
+// Conv2d (stride, zero padding, optional bias), by one of three algorithms:
+// oneDNN's primitives (layers/onednn_conv.cpp) in builds that have it, else
+// burstpool's own: Winograd F(4x4,3x3) or F(2x2,3x3) (layers/winograd.cpp)
+// for 3x3 stride-1 kernels with enough input channels, im2col + GEMM for
+// everything else. The `algorithm` key forces one.
 //
 // im2col:
 // Samples are processed in groups whose column matrix has at least ~256
@@ -17,15 +19,13 @@
 #include "burstpool/error.hpp"
 #include "families.hpp"
 #include "kernels.hpp"
+#include "onednn_conv.hpp"
 #include "winograd.hpp"
 
 namespace burstpool::layers {
 namespace {
 
-struct Geometry {
-  int c, h, w;       // input per sample
-  int oc, oh, ow;    // output per sample
-  int kh, kw, sh, sw, ph, pw;
+struct Geometry : cpu::ConvShape {
   int ckk() const { return c * kh * kw; }
   int ohw() const { return oh * ow; }
   bool direct() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0; }
@@ -92,7 +92,9 @@ void col2im(const Geometry& g, const float* col, int ld, int col0, float* dx) {
 
 class Conv2d final : public Layer {
  public:
-  enum class Algorithm { automatic, im2col, winograd, winograd2, winograd4 };
+  // automatic: onednn in builds that have it, else own. own: Winograd where
+  // it pays (below), im2col + GEMM elsewhere.
+  enum class Algorithm { automatic, own, im2col, winograd, winograd2, winograd4, onednn };
 
   Conv2d(const LayerSpec& spec, int out_channels, std::pair<int, int> k, std::pair<int, int> s,
          std::pair<int, int> p, bool bias, Algorithm algorithm)
@@ -111,7 +113,7 @@ class Conv2d final : public Layer {
   }
   double forward_flops() const override { return 2.0 * g_.oc * g_.ckk() * g_.ohw(); }
   uint64_t buffer_bytes(int batch, int threads) const override {
-    if (winograd_) return winograd_->buffer_bytes(batch, threads);
+    if (kernel_) return kernel_->buffer_bytes(batch, threads);
     // Backward's peak: each thread's column, column-gradient and reordered
     // output-gradient matrices for one group of samples, plus the partial
     // weight gradients of every thread but the first.
@@ -134,24 +136,13 @@ class Conv2d final : public Layer {
     if (g_.h + 2 * g_.ph < g_.kh || g_.w + 2 * g_.pw < g_.kw)
       fail_shape(fmt::format("kernel {}x{} is larger than the padded input", g_.kh, g_.kw));
     group_ = std::max(1, (256 + g_.ohw() - 1) / g_.ohw());
-    const bool fits = g_.kh == 3 && g_.kw == 3 && g_.sh == 1 && g_.sw == 1;
-    const bool forced = algorithm_ == Algorithm::winograd || algorithm_ == Algorithm::winograd2 ||
-                        algorithm_ == Algorithm::winograd4;
-    if (forced && !fits) fail_shape("a winograd algorithm needs a 3x3 kernel with stride 1");
-    // Few input channels make the transformed GEMMs too thin to pay for the transforms.
-    const bool use = forced || (algorithm_ == Algorithm::automatic && fits && g_.c >= 8);
-    // 4x4 output tiles need a quarter of the multiplies of direct convolution;
-    // maps too small to fill them take 2x2 tiles.
-    int tile = std::min(g_.oh, g_.ow) >= 6 ? 4 : 2;
-    if (algorithm_ == Algorithm::winograd2) tile = 2;
-    if (algorithm_ == Algorithm::winograd4) tile = 4;
-    winograd_ = use ? cpu::make_winograd(tile, g_.c, g_.h, g_.w, g_.oc, g_.ph, g_.pw, g_.oh, g_.ow) : nullptr;
+    kernel_ = choose_kernel();
     return {1, g_.oc, g_.oh, g_.ow};
   }
 
   void forward_impl(const std::vector<const Tensor*>& in, Tensor& out, const Context&) override {
-    if (winograd_) {
-      winograd_->forward(in[0]->data(), params_[0].data(), bias_ ? params_[1].data() : nullptr, out.data(),
+    if (kernel_) {
+      kernel_->forward(in[0]->data(), params_[0].data(), bias_ ? params_[1].data() : nullptr, out.data(),
                          out.shape().n);
       return;
     }
@@ -195,8 +186,8 @@ class Conv2d final : public Layer {
     const float* w = params_[0].data();
     float* dx = din[0].tensor ? din[0].tensor->data() : nullptr;
     const bool acc = din[0].accumulate;
-    if (winograd_) {
-      winograd_->backward(x, w, dy, grads_[0].data(), dx, acc, n);
+    if (kernel_) {
+      kernel_->backward(x, w, dy, grads_[0].data(), dx, acc, n);
       bias_gradient(dy, n);
       return;
     }
@@ -254,6 +245,26 @@ class Conv2d final : public Layer {
   }
 
  private:
+  // The algorithm the layer runs (null: its own im2col + GEMM).
+  std::unique_ptr<cpu::ConvKernel> choose_kernel() const {
+    if (algorithm_ == Algorithm::onednn || (algorithm_ == Algorithm::automatic && cpu::onednn_available()))
+      return cpu::make_onednn_conv(g_, bias_);
+    const bool fits = g_.kh == 3 && g_.kw == 3 && g_.sh == 1 && g_.sw == 1;
+    const bool forced = algorithm_ == Algorithm::winograd || algorithm_ == Algorithm::winograd2 ||
+                        algorithm_ == Algorithm::winograd4;
+    if (forced && !fits) fail_shape("a winograd algorithm needs a 3x3 kernel with stride 1");
+    // Few input channels make the transformed GEMMs too thin to pay for the transforms.
+    const bool chosen = algorithm_ == Algorithm::automatic || algorithm_ == Algorithm::own;
+    const bool use = forced || (chosen && fits && g_.c >= 8);
+    if (!use) return nullptr;
+    // 4x4 output tiles need a quarter of the multiplies of direct convolution;
+    // maps too small to fill them take 2x2 tiles.
+    int tile = std::min(g_.oh, g_.ow) >= 6 ? 4 : 2;
+    if (algorithm_ == Algorithm::winograd2) tile = 2;
+    if (algorithm_ == Algorithm::winograd4) tile = 4;
+    return cpu::make_winograd(tile, g_.c, g_.h, g_.w, g_.oc, g_.ph, g_.pw, g_.oh, g_.ow);
+  }
+
   void bias_gradient(const float* dy, int n) {
     if (!bias_) return;
     const int ohw = g_.ohw();
@@ -294,7 +305,7 @@ class Conv2d final : public Layer {
   bool bias_;
   Algorithm algorithm_;
   int group_ = 1;
-  std::unique_ptr<cpu::WinogradConv> winograd_;  // set when Winograd is used
+  std::unique_ptr<cpu::ConvKernel> kernel_;  // set unless im2col + GEMM is used
 };
 
 }  // namespace
@@ -311,7 +322,9 @@ std::unique_ptr<Layer> make_conv2d(const LayerSpec& spec, SpecReader& r) {
   bool bias = r.get_bool("bias", true);
   const std::string algorithm = r.get_string("algorithm", "auto");
   Conv2d::Algorithm a = Conv2d::Algorithm::automatic;
-  if (algorithm == "im2col")
+  if (algorithm == "own")
+    a = Conv2d::Algorithm::own;
+  else if (algorithm == "im2col")
     a = Conv2d::Algorithm::im2col;
   else if (algorithm == "winograd")
     a = Conv2d::Algorithm::winograd;
@@ -319,8 +332,13 @@ std::unique_ptr<Layer> make_conv2d(const LayerSpec& spec, SpecReader& r) {
     a = Conv2d::Algorithm::winograd2;
   else if (algorithm == "winograd4")
     a = Conv2d::Algorithm::winograd4;
+  else if (algorithm == "onednn")
+    a = Conv2d::Algorithm::onednn;
   else if (algorithm != "auto")
-    r.fail("algorithm", fmt::format("'{}' is not one of: auto, im2col, winograd, winograd2, winograd4", algorithm));
+    r.fail("algorithm",
+           fmt::format("'{}' is not one of: auto, own, im2col, winograd, winograd2, winograd4, onednn", algorithm));
+  if (a == Conv2d::Algorithm::onednn && !cpu::onednn_available())
+    r.fail("algorithm", "'onednn' needs a build with oneDNN (install libdnnl-dev and rebuild)");
   return std::make_unique<Conv2d>(spec, oc, k, s, p, bias, a);
 }
 

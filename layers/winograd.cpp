@@ -92,7 +92,7 @@ constexpr int kChunkFloats = 16 * 8192;
 constexpr size_t kSavedInputFloats = size_t{16} << 20;
 
 template <int M>
-class Winograd final : public WinogradConv {
+class Winograd final : public ConvKernel {
   static constexpr int A = M + 2;  // input tile edge
   static constexpr int AA = A * A;
   using Mat = Matrices<M>;
@@ -309,7 +309,7 @@ class Winograd final : public WinogradConv {
 
 }  // namespace
 
-std::unique_ptr<WinogradConv> make_winograd(int tile, int c, int h, int w, int k, int ph, int pw, int oh, int ow) {
+std::unique_ptr<ConvKernel> make_winograd(int tile, int c, int h, int w, int k, int ph, int pw, int oh, int ow) {
   if (tile == 2) return std::make_unique<Winograd<2>>(c, h, w, k, ph, pw, oh, ow);
   BP_CHECK(tile == 4, "Winograd tile {} is not 2 or 4", tile);
   return std::make_unique<Winograd<4>>(c, h, w, k, ph, pw, oh, ow);

@@ -13,22 +13,11 @@
 // inner loop is a long contiguous vector. Internal to layers/conv.cpp.
 #include <memory>
 
+#include "conv_kernel.hpp"
+
 namespace burstpool::cpu {
 
-class WinogradConv {
- public:
-  virtual ~WinogradConv() = default;
-  // y = conv(x, weight) + bias (bias may be null), n samples, NCHW.
-  virtual void forward(const float* x, const float* weight, const float* bias, float* y, int n) = 0;
-  // dweight: overwritten; dx: overwritten or accumulated, null to skip.
-  virtual void backward(const float* x, const float* weight, const float* dy, float* dweight, float* dx,
-                        bool accumulate, int n) = 0;
-  // Peak bytes of the buffers forward and backward of n samples allocate
-  // (transformed weights, kept input transform, chunk and per-thread scratch).
-  virtual uint64_t buffer_bytes(int n, int threads) const = 0;
-};
-
 // Per-sample input (c, h, w), k output channels, padding (ph, pw), output (oh, ow); tile = 2 or 4.
-std::unique_ptr<WinogradConv> make_winograd(int tile, int c, int h, int w, int k, int ph, int pw, int oh, int ow);
+std::unique_ptr<ConvKernel> make_winograd(int tile, int c, int h, int w, int k, int ph, int pw, int oh, int ow);
 
 }  // namespace burstpool::cpu

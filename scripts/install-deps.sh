@@ -3,11 +3,14 @@
 # Usage (as root): scripts/install-deps.sh [--perf | --tests]
 #   --perf adds PyTorch, the peer of the benchmarks in perf/;
 #   --tests adds PyTorch and h5py, for the test of scripts/h5_to_torch.py.
+# libdnnl-dev is oneDNN, the optional CPU convolution backend; Debian builds it
+# with OpenCL, so its CMake package needs the OpenCL headers (a recommendation
+# that --no-install-recommends would skip).
 # slurm-wlm and munge serve the local single-node Slurm of the tests (slurm/local-cluster.sh).
 set -euo pipefail
 packages=(build-essential cmake pkg-config git python3
   openmpi-bin libopenmpi-dev libhdf5-dev hdf5-tools libopenblas-dev zlib1g-dev
-  libinih-dev libcli11-dev nlohmann-json3-dev libfmt-dev googletest libgtest-dev
+  libinih-dev libcli11-dev nlohmann-json3-dev libfmt-dev libdnnl-dev ocl-icd-opencl-dev googletest libgtest-dev
   dataset-fashion-mnist slurm-wlm munge python3-matplotlib)
 case ${1:-} in
   --perf) packages+=(python3-torch) ;;

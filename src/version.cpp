@@ -32,6 +32,7 @@ nlohmann::json version_info() {
           {"fmt", fmt::format("{}.{}.{}", FMT_VERSION / 10000, FMT_VERSION / 100 % 100, FMT_VERSION % 100)},
           {"nlohmann_json", fmt::format("{}.{}.{}", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
                                         NLOHMANN_JSON_VERSION_PATCH)},
+          {"onednn", onednn_info()},
           {"cuda", cuda_info()}};
 }
 
@@ -44,6 +45,10 @@ std::string version_report() {
       v["architecture"].get<std::string>(), v["backends"].get<std::string>(), v["mpi"].get<std::string>(),
       v["hdf5"].get<std::string>(), v["blas"].get<std::string>(), v["openmp"].get<std::string>(),
       v["fmt"].get<std::string>(), v["nlohmann_json"].get<std::string>());
+  const nlohmann::json dnnl = v["onednn"];
+  text += dnnl["built"].get<bool>() ? fmt::format("oneDNN:   {} ({})\n", dnnl["version"].get<std::string>(),
+                                                  dnnl["isa"].get<std::string>())
+                                    : "oneDNN:   not built (CPU convolutions by burstpool's own kernels)\n";
   if (!cuda["built"].get<bool>()) return text + "CUDA:     not built (no CUDA toolkit with cuDNN and NCCL at configure time)";
   return text + fmt::format("CUDA:     runtime {}, driver {}, {} GPU(s) visible\ncuDNN:    {}\nNCCL:     {}",
                             cuda["runtime"].get<std::string>(), cuda["driver"].get<std::string>(),

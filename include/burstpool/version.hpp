@@ -18,4 +18,9 @@ std::string version_report();  // version_info as lines of text
 // Defined with the backend (src/cuda), else in src/device.cpp.
 nlohmann::json cuda_info();
 
+// The oneDNN CPU backend's part: {"built": false} without it, else its
+// version as the library reports it and the instruction set it dispatches to.
+// Defined in layers/onednn_conv.cpp.
+nlohmann::json onednn_info();
+
 }  // namespace burstpool

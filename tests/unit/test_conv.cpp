@@ -4,33 +4,40 @@
 #include <omp.h>
 
 #include "gradcheck.hpp"
+#include "onednn_conv.hpp"
 
 namespace burstpool::testing {
 
 using Attrs = std::vector<std::pair<std::string, std::string>>;
 
+// The im2col + GEMM path by name (auto picks oneDNN in builds that have it).
+Attrs im2col(Attrs a) {
+  a.insert(a.begin(), {"algorithm", "im2col"});
+  return a;
+}
+
 TEST(Conv2d, Gradients3x3Padding1) {
-  check_layer_gradients({"conv2d", Attrs{{"out_channels", "3"}, {"kernel", "3"}, {"padding", "1"}}, {{2, 2, 5, 5}}});
+  check_layer_gradients({"conv2d", im2col({{"out_channels", "3"}, {"kernel", "3"}, {"padding", "1"}}), {{2, 2, 5, 5}}});
 }
 TEST(Conv2d, GradientsStride2OddSize) {
   check_layer_gradients(
-      {"conv2d", Attrs{{"out_channels", "2"}, {"kernel", "3"}, {"stride", "2"}, {"padding", "1"}}, {{2, 3, 7, 7}}});
+      {"conv2d", im2col({{"out_channels", "2"}, {"kernel", "3"}, {"stride", "2"}, {"padding", "1"}}), {{2, 3, 7, 7}}});
 }
 TEST(Conv2d, GradientsNoPaddingNoBiasBatchOne) {
-  check_layer_gradients({"conv2d", Attrs{{"out_channels", "4"}, {"kernel", "5"}, {"bias", "false"}}, {{1, 1, 8, 8}}});
+  check_layer_gradients({"conv2d", im2col({{"out_channels", "4"}, {"kernel", "5"}, {"bias", "false"}}), {{1, 1, 8, 8}}});
 }
 TEST(Conv2d, GradientsNonSquareKernelAndPadding) {
-  check_layer_gradients(
-      {"conv2d", Attrs{{"out_channels", "2"}, {"kernel", "1,3"}, {"padding", "0,1"}, {"stride", "2,1"}}, {{3, 2, 5, 4}}});
+  check_layer_gradients({"conv2d", im2col({{"out_channels", "2"}, {"kernel", "1,3"}, {"padding", "0,1"}, {"stride", "2,1"}}),
+                         {{3, 2, 5, 4}}});
 }
 // 1x1, stride 1, no padding: the path that skips im2col. Batch 5 with 3x3
 // maps groups samples (ceil(256/9) per group) and leaves a partial group.
 TEST(Conv2d, Gradients1x1GroupedSamples) {
-  check_layer_gradients({"conv2d", Attrs{{"out_channels", "3"}, {"kernel", "1"}}, {{5, 4, 3, 3}}});
+  check_layer_gradients({"conv2d", im2col({{"out_channels", "3"}, {"kernel", "1"}}), {{5, 4, 3, 3}}});
 }
 // 1x1 on a map of >= 256 pixels: one sample per group, gradients written in place.
 TEST(Conv2d, Gradients1x1SingleSampleGroups) {
-  check_layer_gradients({"conv2d", Attrs{{"out_channels", "2"}, {"kernel", "1"}}, {{2, 2, 16, 16}}, Values::smooth,
+  check_layer_gradients({"conv2d", im2col({{"out_channels", "2"}, {"kernel", "1"}}), {{2, 2, 16, 16}}, Values::smooth,
                          true, 1e-2, 2e-2, 5e-3});
 }
 
@@ -107,12 +114,17 @@ double expect_direct_convolution(LayerRig& rig, int stride, int pad, double ulps
 // which the test prints.
 double direct_ulps(const std::string& algorithm, int terms) {
   const double dot = 2.0 * (terms + 1);
-  return algorithm == "winograd4" ? 4 * dot : dot;
+  return algorithm == "winograd4" || algorithm == "own" ? 4 * dot : dot;  // own may pick F(4x4)
 }
 
-// Every algorithm against the direct convolution.
-class Conv2dDirect : public ::testing::TestWithParam<std::string> {};
-INSTANTIATE_TEST_SUITE_P(Algorithms, Conv2dDirect, ::testing::Values("im2col", "winograd2", "winograd4"));
+// Every algorithm against the direct convolution ("onednn" only in builds that have it).
+class Conv2dDirect : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "onednn" && !cpu::onednn_available()) GTEST_SKIP() << "this build has no oneDNN";
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Algorithms, Conv2dDirect, ::testing::Values("im2col", "winograd2", "winograd4", "onednn", "own"));
 
 TEST_P(Conv2dDirect, ForwardMatches) {
   LayerRig rig({"conv2d", Attrs{{"out_channels", "3"}, {"kernel", "3"}, {"padding", "1"}, {"algorithm", GetParam()}},
@@ -122,9 +134,48 @@ TEST_P(Conv2dDirect, ForwardMatches) {
 }
 
 TEST(Conv2d, Stride2ForwardMatchesDirectConvolution) {
-  LayerRig rig({"conv2d", Attrs{{"out_channels", "2"}, {"kernel", "3"}, {"stride", "2"}, {"padding", "1"}},
+  LayerRig rig({"conv2d", im2col({{"out_channels", "2"}, {"kernel", "3"}, {"stride", "2"}, {"padding", "1"}}),
                 {{2, 3, 6, 5}}});
   expect_direct_convolution(rig, 2, 1, direct_ulps("im2col", 3 * 3 * 3));
+}
+
+// Geometries only the general algorithms take: 5x5, stride 2 with an odd
+// size (the right padding oneDNN is given), non-square kernel and padding.
+TEST_P(Conv2dDirect, OtherGeometriesMatch) {
+  if (GetParam().starts_with("winograd")) GTEST_SKIP() << "Winograd takes 3x3 stride 1 only";
+  LayerRig five({"conv2d", Attrs{{"out_channels", "6"}, {"kernel", "5"}, {"padding", "2"}, {"algorithm", GetParam()}},
+                 {{3, 1, 9, 8}}});
+  expect_direct_convolution(five, 1, 2, direct_ulps(GetParam(), 25));
+  LayerRig odd({"conv2d", Attrs{{"out_channels", "2"}, {"kernel", "3"}, {"stride", "2"}, {"padding", "1"},
+                                {"algorithm", GetParam()}},
+                {{2, 3, 7, 6}}});
+  expect_direct_convolution(odd, 2, 1, direct_ulps(GetParam(), 27));
+}
+
+// Finite differences for the algorithms that take any geometry: the cases
+// of the im2col tests above (odd stride-2 sizes, batch one without bias,
+// non-square kernels and padding, 1x1).
+TEST_P(Conv2dDirect, Gradients) {
+  if (GetParam() != "onednn") GTEST_SKIP() << "im2col has its own tests above; Winograd below";
+  const std::string a = GetParam();
+  check_layer_gradients({"conv2d", Attrs{{"out_channels", "3"}, {"kernel", "3"}, {"padding", "1"}, {"algorithm", a}},
+                         {{2, 2, 5, 5}}});
+  check_layer_gradients({"conv2d",
+                         Attrs{{"out_channels", "2"}, {"kernel", "3"}, {"stride", "2"}, {"padding", "1"}, {"algorithm", a}},
+                         {{2, 3, 7, 7}}});
+  check_layer_gradients(
+      {"conv2d", Attrs{{"out_channels", "4"}, {"kernel", "5"}, {"bias", "false"}, {"algorithm", a}}, {{1, 1, 8, 8}}});
+  check_layer_gradients({"conv2d",
+                         Attrs{{"out_channels", "2"}, {"kernel", "1,3"}, {"padding", "0,1"}, {"stride", "2,1"},
+                               {"algorithm", a}},
+                         {{3, 2, 5, 4}}});
+  check_layer_gradients({"conv2d", Attrs{{"out_channels", "3"}, {"kernel", "1"}, {"algorithm", a}}, {{5, 4, 3, 3}}});
+}
+
+TEST(Conv2d, OnednnRefusedWithoutIt) {
+  if (cpu::onednn_available()) GTEST_SKIP() << "this build has oneDNN";
+  EXPECT_THROW(LayerRig({"conv2d", Attrs{{"out_channels", "1"}, {"kernel", "3"}, {"algorithm", "onednn"}}, {{1, 1, 6, 6}}}),
+               Error);
 }
 
 // Several OpenMP threads (parallel sample groups, per-thread weight-gradient

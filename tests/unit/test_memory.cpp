@@ -15,6 +15,7 @@ namespace burstpool {
 namespace {
 
 // 1x8x8 -> conv 2x3x3 (2x6x6, 20 parameters) -> linear 3 on its 72 values (219 parameters) -> loss.
+// The conv runs by columns (im2col), whose buffers are worked by hand below.
 ModelSpec small() {
   return parse_model_ini(R"(
 [model]
@@ -27,6 +28,7 @@ type = conv2d
 inputs = data
 out_channels = 2
 kernel = 3
+algorithm = im2col
 [fc]
 type = linear
 inputs = conv
