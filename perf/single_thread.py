@@ -11,8 +11,12 @@ medians over the rounds and the ratio of medians. burstpool's achieved GFLOP/s
 of the same OpenBLAS (perf/sgemm_rate.cpp).
 
 --blas-autodetect unsets OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE for every command
-(both peers), letting OpenBLAS pick its kernel for this CPU; the report names
-the kernel in use either way.
+(both peers), letting OpenBLAS pick its kernel for this CPU; --blas-coretype
+NAME sets it for both (SkylakeX, say: PyTorch's linear layers run on
+OpenBLAS, so this is its strongest setting where OpenBLAS picks a weak kernel
+by itself). The report names the kernel in use either way. In builds with
+oneDNN, burstpool's GEMMs run on oneDNN's sgemm, and "% of SGEMM" is against
+that library's rate (both rates are reported).
 
 --baseline DIR adds a second burstpool build (a previous commit, say) to
 every round, beside the first: the table gains the ratio of their medians,
@@ -61,6 +65,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--blas-autodetect", action="store_true")
+    ap.add_argument("--blas-coretype", default="", help="OPENBLAS_CORETYPE for every command (both peers)")
     ap.add_argument("--out", default=os.path.join(ROOT, "perf/results/single_thread"))
     ap.add_argument("--baseline", default="", help="another burstpool build folder, run beside --build each round")
     ap.add_argument("--baseline-label", default="", help="what the baseline build is, for the report")
@@ -70,12 +75,18 @@ def main():
     if args.blas_autodetect:
         env.pop("OPENBLAS_CORETYPE", None)
         env.pop("OPENBLAS_L2_SIZE", None)
+    if args.blas_coretype:
+        env["OPENBLAS_CORETYPE"] = args.blas_coretype
     kernel_env = dict(env, OPENBLAS_VERBOSE="2")
     sgemm_out = subprocess.run([f"{args.build}/bp_sgemm_rate"], env=kernel_env, capture_output=True, text=True)
     kernel = next((l.split(":", 1)[1].strip() for l in (sgemm_out.stdout + sgemm_out.stderr).splitlines()
                    if l.startswith("Core:")), "unknown")
-    sgemm = [float(run([f"{args.build}/bp_sgemm_rate"], env).split()[1]) for _ in range(3)]
-    sgemm_rate = statistics.median(sgemm)
+    sgemm_runs = [{k: float(v) for k, v in (line.split() for line in run([f"{args.build}/bp_sgemm_rate"], env).splitlines())}
+                  for _ in range(3)]
+    openblas_rate = statistics.median(r["sgemm_gflops"] for r in sgemm_runs)
+    onednn_rate = statistics.median(r.get("onednn_sgemm_gflops", float("nan")) for r in sgemm_runs)
+    # The rate of the library burstpool's GEMMs run on.
+    sgemm_rate = onednn_rate if "onednn_sgemm_gflops" in sgemm_runs[0] else openblas_rate
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for model, steps in STEPS.items():
@@ -99,11 +110,15 @@ def main():
             row["ratio"] = row["burstpool_samples_per_second"] / row["pytorch_samples_per_second"]
             row["vs_baseline"] = row["burstpool_samples_per_second"] / row["baseline_samples_per_second"]
             rows.append(row)
-    result = {"openblas_kernel": kernel, "sgemm_gflops_single_thread": sgemm_rate, "rounds": args.rounds,
-              "batch": 64, "blas_autodetect": args.blas_autodetect, "baseline": args.baseline_label or args.baseline,
+    result = {"openblas_kernel": kernel, "sgemm_gflops_single_thread": sgemm_rate,
+              "openblas_sgemm_gflops": openblas_rate, "onednn_sgemm_gflops": onednn_rate, "rounds": args.rounds,
+              "batch": 64, "blas_autodetect": args.blas_autodetect,
+              "blas_coretype": args.blas_coretype, "baseline": args.baseline_label or args.baseline,
               "models": rows}
     lines = [f"Single-thread training, batch 64, synthetic data, median of {args.rounds} alternating rounds.",
-             f"OpenBLAS kernel: {kernel}; single-thread SGEMM (512^3): {sgemm_rate:.1f} GFLOP/s.", "",
+             f"OpenBLAS kernel: {kernel}; single-thread SGEMM (512^3): OpenBLAS {openblas_rate:.1f} GFLOP/s"
+             + (f", oneDNN {onednn_rate:.1f} GFLOP/s (burstpool's GEMMs; % of SGEMM is against it)."
+                if sgemm_rate == onednn_rate else " (burstpool's GEMMs)."), "",
              "| model | steps | burstpool samples/s | PyTorch samples/s | ratio | burstpool GFLOP/s | % of SGEMM |"
              + (" baseline samples/s | against baseline |" if args.baseline else ""),
              "|---|---|---|---|---|---|---|" + ("---|---|" if args.baseline else "")]
