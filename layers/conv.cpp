@@ -112,6 +112,9 @@ class Conv2d final : public Layer {
     return p;
   }
   double forward_flops() const override { return 2.0 * g_.oc * g_.ckk() * g_.ohw(); }
+  uint64_t shared_buffer_bytes(int batch, int threads) const override {
+    return kernel_ ? kernel_->shared_buffer_bytes(batch, threads) : 0;
+  }
   uint64_t buffer_bytes(int batch, int threads) const override {
     if (kernel_) return kernel_->buffer_bytes(batch, threads);
     // Backward's peak: each thread's column, column-gradient and reordered

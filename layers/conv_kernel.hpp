@@ -23,8 +23,10 @@ class ConvKernel {
   // bias gradient is the layer's (a sum over dy, the same for every algorithm).
   virtual void backward(const float* x, const float* weight, const float* dy, float* dweight, float* dx,
                         bool accumulate, int n) = 0;
-  // Peak bytes of the buffers forward and backward of n samples allocate.
+  // Peak bytes of the buffers forward and backward of n samples allocate,
+  // and of those taken from scratch shared between layers (Layer::shared_buffer_bytes).
   virtual uint64_t buffer_bytes(int n, int threads) const = 0;
+  virtual uint64_t shared_buffer_bytes(int /*n*/, int /*threads*/) const { return 0; }
 };
 
 }  // namespace burstpool::cpu

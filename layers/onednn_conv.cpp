@@ -49,39 +49,71 @@ dnnl::engine& engine() {
   return e;
 }
 
-// One argument of a primitive: the user's buffer in burstpool's layout, and
-// (when the primitive wants another layout) a kept buffer in that layout.
+// Scratch for arguments that live only within one call (the forward's
+// output, backward's dy and input gradient, an input gradient to add in),
+// shared by every layer the calling thread runs, so that a model holds one
+// set, not one per layer. Slot numbers keep the ones live at once apart.
+enum Slot { kOutput = 0, kDy = 0, kDx = 1, kDxSum = 2, kSlots = 3 };
+void* transient(int slot, size_t bytes) {
+  thread_local std::vector<float> slots[kSlots];
+  std::vector<float>& v = slots[slot];
+  if (v.size() * sizeof(float) < bytes) v.resize((bytes + sizeof(float) - 1) / sizeof(float));
+  return v.data();
+}
+
+// One argument of a primitive: the user's buffer in burstpool's layout and,
+// when the primitive wants another layout, a buffer in that one: the
+// argument's own (kept from call to call) or, with a slot, the thread's
+// transient one.
 class Arg {
  public:
-  Arg(const memory::desc& user, const memory::desc& wanted) : user_mem_(user, engine(), DNNL_MEMORY_NONE) {
-    if (user != wanted) own_.emplace(wanted, engine());
+  Arg(const memory::desc& user, const memory::desc& wanted, int slot = -1)
+      : user_mem_(user, engine(), DNNL_MEMORY_NONE), slot_(slot) {
+    if (user == wanted) return;
+    if (slot < 0)
+      other_.emplace(wanted, engine());
+    else
+      other_.emplace(wanted, engine(), static_cast<void*>(DNNL_MEMORY_NONE));
   }
-  // An input at `data`, in the primitive's layout. With `reuse`, a kept copy
-  // made from the same buffer since the last forget() is taken as it is:
-  // the layer contract keeps a layer's inputs and weights unchanged from its
-  // forward to its backward.
+  // An input at `data`, in the primitive's layout. With `reuse`, a copy made
+  // from the same buffer since the last forget() is taken as it is: the
+  // layer contract keeps a layer's inputs and weights unchanged from its
+  // forward to its backward (kept buffers only; a slot's copy lasts one call).
   memory& input(const void* data, dnnl::stream& s, bool reuse) {
     user_mem_.set_data_handle(const_cast<void*>(data));
-    if (!own_) return user_mem_;
-    if (!(reuse && filled_from_ == data)) dnnl::reorder(user_mem_, *own_).execute(s, user_mem_, *own_);
+    if (!other_) return user_mem_;
+    const bool fresh = reuse && filled_from_ == data;
+    if (!fresh) {
+      attach();
+      dnnl::reorder(user_mem_, *other_).execute(s, user_mem_, *other_);
+    }
     filled_from_ = data;
-    return *own_;
+    return *other_;
   }
   void forget() { filled_from_ = nullptr; }
   // An output to `data`: the memory the primitive writes, then finish() moves
   // it into burstpool's layout.
   memory& output(void* data) {
     user_mem_.set_data_handle(data);
-    return own_ ? *own_ : user_mem_;
+    if (!other_) return user_mem_;
+    attach();
+    return *other_;
   }
   void finish(dnnl::stream& s) {
-    if (own_) dnnl::reorder(*own_, user_mem_).execute(s, *own_, user_mem_);
+    if (other_) dnnl::reorder(*other_, user_mem_).execute(s, *other_, user_mem_);
   }
-  uint64_t own_bytes() const { return own_ ? own_->get_desc().get_size() : 0; }
+  // Bytes this argument keeps between calls.
+  uint64_t kept_bytes() const { return other_ && slot_ < 0 ? other_->get_desc().get_size() : 0; }
+  uint64_t transient_bytes() const { return other_ && slot_ >= 0 ? other_->get_desc().get_size() : 0; }
 
  private:
+  void attach() {
+    if (slot_ >= 0) other_->set_data_handle(transient(slot_, other_->get_desc().get_size()));
+  }
+
   memory user_mem_;
-  std::optional<memory> own_;
+  int slot_;
+  std::optional<memory> other_;
   const void* filled_from_ = nullptr;
 };
 
@@ -115,11 +147,8 @@ class OnednnConv final : public ConvKernel {
     p.diff_weights.finish(stream_);
     if (dx) {
       // Accumulating writes to a kept buffer first, then adds it in.
-      float* target = dx;
-      if (accumulate) {
-        p.dx_sum.resize(static_cast<size_t>(n) * s_.c * s_.h * s_.w);
-        target = p.dx_sum.data();
-      }
+      const size_t dx_size = static_cast<size_t>(n) * s_.c * s_.h * s_.w;
+      float* target = accumulate ? static_cast<float*>(transient(kDxSum, dx_size * sizeof(float))) : dx;
       memory& ddst = p.diff_dst_d ? p.diff_dst_d->input(dy, stream_, false) : p.diff_dst.input(dy, stream_, true);
       memory& w = p.weights_d ? p.weights_d->input(weight, stream_, false) : p.weights.input(weight, stream_, true);
       p.bwd_data.execute(stream_,
@@ -127,7 +156,7 @@ class OnednnConv final : public ConvKernel {
       p.diff_src.finish(stream_);
       stream_.wait();
       if (accumulate)
-        for (size_t i = 0; i < p.dx_sum.size(); ++i) dx[i] += p.dx_sum[i];
+        for (size_t i = 0; i < dx_size; ++i) dx[i] += target[i];
     }
     stream_.wait();
     p.src.forget();
@@ -135,16 +164,26 @@ class OnednnConv final : public ConvKernel {
     p.diff_dst.forget();
   }
 
+  // What this layer keeps from call to call (its copies of the input and weights).
   uint64_t buffer_bytes(int n, int) const override {
     const Plan& p = const_cast<OnednnConv*>(this)->plan(n);
-    auto bytes = [](const std::optional<Arg>& a) { return a ? a->own_bytes() : 0; };
-    const uint64_t kept = p.src.own_bytes() + p.weights.own_bytes() + p.dst.own_bytes() + p.diff_dst.own_bytes() +
-                          p.diff_weights.own_bytes() + p.diff_src.own_bytes() + bytes(p.src_w) +
-                          bytes(p.weights_d) + bytes(p.diff_dst_d);
+    uint64_t kept = 0;
+    for (const Arg* a : {&p.src, &p.weights, &p.dst, &p.diff_dst, &p.diff_weights, &p.diff_src}) kept += a->kept_bytes();
+    for (const auto* a : {&p.src_w, &p.weights_d, &p.diff_dst_d})
+      if (*a) kept += (*a)->kept_bytes();
+    return kept;
+  }
+  // The thread's transient slots and oneDNN's scratchpad, which the library
+  // also shares between primitives.
+  uint64_t shared_buffer_bytes(int n, int) const override {
+    const Plan& p = const_cast<OnednnConv*>(this)->plan(n);
+    uint64_t transient = 4 * static_cast<uint64_t>(n) * s_.c * s_.h * s_.w;  // an input gradient to add in
+    for (const Arg* a : {&p.dst, &p.diff_dst, &p.diff_src}) transient += a->transient_bytes();
+    if (p.diff_dst_d) transient += p.diff_dst_d->transient_bytes();
     const uint64_t scratch = std::max({p.fwd_pd.scratchpad_desc().get_size(),
                                        p.bwd_weights_pd.scratchpad_desc().get_size(),
                                        p.bwd_data_pd.scratchpad_desc().get_size()});
-    return kept + scratch + 4 * static_cast<uint64_t>(n) * s_.c * s_.h * s_.w;  // + dx_sum when accumulating
+    return transient + scratch;
   }
 
  private:
@@ -162,7 +201,6 @@ class OnednnConv final : public ConvKernel {
     Arg diff_src;                     // input gradient
     // Set only where a backward primitive wants another layout than the shared one.
     std::optional<Arg> src_w, weights_d, diff_dst_d;
-    std::vector<float> dx_sum;
   };
 
   Plan& plan(int n) {
@@ -189,8 +227,9 @@ class OnednnConv final : public ConvKernel {
     dnnl::convolution_backward_data::primitive_desc dpd(dd, engine(), fpd);
     dnnl::convolution_backward_weights::desc wd(algo, any(src), any(wts), any(dst), strides, pad_l, pad_r);
     dnnl::convolution_backward_weights::primitive_desc wpd(wd, engine(), fpd);
-    auto unless_same = [](const memory::desc& user, const memory::desc& wanted, const memory::desc& shared) {
-      return wanted == shared ? std::nullopt : std::optional<Arg>(Arg(user, wanted));
+    auto unless_same = [](const memory::desc& user, const memory::desc& wanted, const memory::desc& shared,
+                          int slot = -1) {
+      return wanted == shared ? std::nullopt : std::optional<Arg>(Arg(user, wanted, slot));
     };
     return Plan{bias_md,
                 fpd,
@@ -201,14 +240,13 @@ class OnednnConv final : public ConvKernel {
                 dnnl::convolution_backward_weights(wpd),
                 Arg(user_src, fpd.src_desc()),
                 Arg(user_w, fpd.weights_desc()),
-                Arg(user_dst, fpd.dst_desc()),
-                Arg(user_dst, wpd.diff_dst_desc()),
+                Arg(user_dst, fpd.dst_desc(), kOutput),
+                Arg(user_dst, wpd.diff_dst_desc(), kDy),
                 Arg(user_w, wpd.diff_weights_desc()),
-                Arg(user_src, dpd.diff_src_desc()),
+                Arg(user_src, dpd.diff_src_desc(), kDx),
                 unless_same(user_src, wpd.src_desc(), fpd.src_desc()),
                 unless_same(user_w, dpd.weights_desc(), fpd.weights_desc()),
-                unless_same(user_dst, dpd.diff_dst_desc(), wpd.diff_dst_desc()),
-                {}};
+                unless_same(user_dst, dpd.diff_dst_desc(), wpd.diff_dst_desc(), kDy)};
   }
 
   ConvShape s_;

@@ -149,6 +149,7 @@ MemoryEstimate graph_memory(const LayerGraph& g, const Plan& plan, int rank, int
   MemoryEstimate e;
   e.parameters = 2 * layout.params + layout.state;
   e.optimizer = static_cast<uint64_t>(optimizer_copies) * layout.params;
+  uint64_t shared = 0;  // the largest shared scratch of the held layers
   for (int i = 0; i < static_cast<int>(g.layers.size()); ++i) {
     const Layer& layer = *g.layers[i];
     // Every rank holds every layer's parameters, gradients and optimizer state.
@@ -160,10 +161,12 @@ MemoryEstimate graph_memory(const LayerGraph& g, const Plan& plan, int rank, int
       e.activations += acts;
       e.buffers += own;
       bytes += acts + own;
+      shared = std::max(shared, layer.shared_buffer_bytes(capacity, threads));
       if (i == g.input) e.workspace += acts;  // the batch staged for the input layer
     }
     if (bytes > 0) e.layers.push_back({layer.name(), bytes});
   }
+  e.buffers += shared;
   sort_largest_first(e.layers);
   return e;
 }

@@ -112,6 +112,10 @@ class Layer {
   // gradients: what forward keeps for backward plus the peak scratch of one
   // call. For the memory estimate made before a run allocates anything.
   virtual uint64_t buffer_bytes(int /*batch*/, int /*threads*/) const { return 0; }
+  // Bytes of scratch the layer takes, on top of buffer_bytes, from a pool the
+  // thread shares with every other layer (reused call after call): the
+  // estimate counts the largest such need among a model's layers, not the sum.
+  virtual uint64_t shared_buffer_bytes(int /*batch*/, int /*threads*/) const { return 0; }
   // True for the loss layer: its output is one scalar (1,1,1,1) whatever the
   // batch, holding sum(per-sample loss) * Context::loss_scale.
   virtual bool is_loss() const { return false; }
