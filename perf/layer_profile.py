@@ -13,11 +13,14 @@ the median over rounds of the per-round medians.
 --conv-algorithms runs burstpool once per listed conv2d `algorithm` (its
 model file copied with the key set on every conv2d layer), each a column
 pair of the table: `own,onednn` shows what oneDNN changes against
-burstpool's own kernels, layer by layer.
+burstpool's own kernels, layer by layer. --before BUILD adds a column pair
+for another burstpool build (an earlier commit) on the unchanged model file,
+labelled "before".
 
 Usage: perf/layer_profile.py [--build build] [--models lenet5,vgg_small]
                              [--batch 64] [--rounds 3] [--repeats 20]
-                             [--conv-algorithms auto] [--out perf/results/layer_profile]
+                             [--conv-algorithms auto] [--before OTHER_BUILD]
+                             [--out perf/results/layer_profile]
 """
 import argparse
 import json
@@ -111,23 +114,25 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--conv-algorithms", default="auto", help="burstpool conv2d algorithms, one column pair each")
+    ap.add_argument("--before", default="", help="another burstpool build, run on the unchanged model file")
     ap.add_argument("--out", default=os.path.join(ROOT, "perf/results/layer_profile"))
     args = ap.parse_args()
-    algorithms = args.conv_algorithms.split(",")
+    algorithms = (["before"] if args.before else []) + args.conv_algorithms.split(",")
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     report = {"batch": args.batch, "rounds": args.rounds, "repeats": args.repeats, "conv_algorithms": algorithms,
-              "models": {}}
+              "before_build": args.before, "models": {}}
     lines = [f"Per-layer forward + backward time, one thread, batch {args.batch}, each layer alone; "
              f"median of {args.rounds} alternating rounds of {args.repeats}-run medians. burstpool columns by "
              f"conv2d algorithm ({', '.join(algorithms)}); the ratio columns are PyTorch's time over each.", ""]
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
             path = os.path.join(ROOT, "jobs/models", f"{model}.ini")
-            files = {a: with_conv_algorithm(path, a, tmp) for a in algorithms}
+            files = {a: path if a == "before" else with_conv_algorithm(path, a, tmp) for a in algorithms}
             bp_rounds, pt_rounds = {a: [] for a in algorithms}, []
             for r in range(args.rounds):
                 for a in algorithms:
-                    bp_rounds[a].append(burstpool_layers(args.build, files[a], args.batch, args.repeats, env, tmp))
+                    build = args.before if a == "before" else args.build
+                    bp_rounds[a].append(burstpool_layers(build, files[a], args.batch, args.repeats, env, tmp))
                 pt_rounds.append(torch_layers(path, args.batch, args.repeats))
                 print(f"{model} round {r + 1} done", file=sys.stderr)
             rows = []

@@ -8,7 +8,9 @@ steps, one thread each (OMP_NUM_THREADS=1, torch.set_num_threads(1)). Rounds
 alternate burstpool and PyTorch so machine noise hits both; the table reports
 medians over the rounds and the ratio of medians. burstpool's achieved GFLOP/s
 (3 x forward FLOPs x samples/s) is compared with the single-thread SGEMM rate
-of the same OpenBLAS (perf/sgemm_rate.cpp).
+of the same OpenBLAS (perf/sgemm_rate.cpp). Each process's peak resident
+memory (wait4's ru_maxrss: the whole process, interpreter and libraries
+included) is reported beside its rate.
 
 --blas-autodetect unsets OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE for every command
 (both peers), letting OpenBLAS pick its kernel for this CPU; --blas-coretype
@@ -42,6 +44,18 @@ def run(cmd, env):
     return out.stdout
 
 
+def run_peak(cmd, env):
+    """stdout and peak resident memory (MiB) of one command, from wait4's rusage."""
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.DEVNULL, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            raise subprocess.CalledProcessError(proc.returncode, cmd)
+        out.seek(0)
+        return out.read(), usage.ru_maxrss / 1024.0
+
+
 def burstpool_rate(build, model, steps, env, tmp):
     job = os.path.join(tmp, "job.ini")
     with open(job, "w") as f:
@@ -49,15 +63,15 @@ def burstpool_rate(build, model, steps, env, tmp):
                 "synthetic_train_samples = 1024\nsynthetic_test_samples = 0\n"
                 "[train]\nbatch_size = 64\nlog_every = 100000\n[optimizer]\nlr = 0.01\n")
     metrics = os.path.join(tmp, "m.json")
-    run([f"{build}/burstpool", "train", job, "--steps", str(steps), "--metrics", metrics], env)
+    _, peak = run_peak([f"{build}/burstpool", "train", job, "--steps", str(steps), "--metrics", metrics], env)
     m = json.load(open(metrics))
-    return m["samples_per_second"], m["achieved_gflops"]
+    return m["samples_per_second"], m["achieved_gflops"], peak
 
 
 def torch_rate(model, steps, env):
-    out = run(["/usr/bin/python3", f"{ROOT}/perf/torch_peer.py",
-               f"{ROOT}/jobs/models/{model}.ini", "--batch", "64", "--steps", str(steps), "--threads", "1"], env)
-    return json.loads(out.strip().splitlines()[-1])["samples_per_second"]
+    out, peak = run_peak(["/usr/bin/python3", f"{ROOT}/perf/torch_peer.py", f"{ROOT}/jobs/models/{model}.ini",
+                          "--batch", "64", "--steps", str(steps), "--threads", "1"], env)
+    return json.loads(out.strip().splitlines()[-1])["samples_per_second"], peak
 
 
 def main():
@@ -81,6 +95,7 @@ def main():
     sgemm_out = subprocess.run([f"{args.build}/bp_sgemm_rate"], env=kernel_env, capture_output=True, text=True)
     kernel = next((l.split(":", 1)[1].strip() for l in (sgemm_out.stdout + sgemm_out.stderr).splitlines()
                    if l.startswith("Core:")), "unknown")
+    build_line = run([f"{args.build}/burstpool", "--version"], env).splitlines()[:2]
     sgemm_runs = [{k: float(v) for k, v in (line.split() for line in run([f"{args.build}/bp_sgemm_rate"], env).splitlines())}
                   for _ in range(3)]
     openblas_rate = statistics.median(r["sgemm_gflops"] for r in sgemm_runs)
@@ -90,22 +105,26 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for model, steps in STEPS.items():
-            bp, torch, gflops, base = [], [], [], []
+            bp, torch, gflops, base, bp_peak, torch_peak = [], [], [], [], [], []
             for r in range(args.rounds):
-                rate, gf = burstpool_rate(args.build, model, steps, env, tmp)
+                rate, gf, peak = burstpool_rate(args.build, model, steps, env, tmp)
                 bp.append(rate)
                 gflops.append(gf)
+                bp_peak.append(peak)
                 if args.baseline:
                     base.append(burstpool_rate(args.baseline, model, steps, env, tmp)[0])
                 if not args.skip_pytorch:
-                    torch.append(torch_rate(model, steps, env))
-                print(f"{model} round {r + 1}: burstpool {rate:.0f}/s"
+                    torch_samples, peak = torch_rate(model, steps, env)
+                    torch.append(torch_samples)
+                    torch_peak.append(peak)
+                print(f"{model} round {r + 1}: burstpool {bp[-1]:.0f}/s"
                       + (f", baseline {base[-1]:.0f}/s" if base else "")
                       + (f", pytorch {torch[-1]:.0f}/s" if torch else ""), flush=True)
             median = lambda runs: statistics.median(runs) if runs else float("nan")
             row = {"model": model, "steps": steps, "burstpool_samples_per_second": median(bp),
                    "pytorch_samples_per_second": median(torch), "baseline_samples_per_second": median(base),
                    "burstpool_gflops": median(gflops), "burstpool_runs": bp, "pytorch_runs": torch,
+                   "burstpool_peak_rss_mib": median(bp_peak), "pytorch_peak_rss_mib": median(torch_peak),
                    "baseline_runs": base}
             row["ratio"] = row["burstpool_samples_per_second"] / row["pytorch_samples_per_second"]
             row["vs_baseline"] = row["burstpool_samples_per_second"] / row["baseline_samples_per_second"]
@@ -113,19 +132,22 @@ def main():
     result = {"openblas_kernel": kernel, "sgemm_gflops_single_thread": sgemm_rate,
               "openblas_sgemm_gflops": openblas_rate, "onednn_sgemm_gflops": onednn_rate, "rounds": args.rounds,
               "batch": 64, "blas_autodetect": args.blas_autodetect,
-              "blas_coretype": args.blas_coretype, "baseline": args.baseline_label or args.baseline,
+              "blas_coretype": args.blas_coretype, "build": build_line, "baseline": args.baseline_label or args.baseline,
               "models": rows}
     lines = [f"Single-thread training, batch 64, synthetic data, median of {args.rounds} alternating rounds.",
+             f"burstpool: {' / '.join(build_line)}.",
              f"OpenBLAS kernel: {kernel}; single-thread SGEMM (512^3): OpenBLAS {openblas_rate:.1f} GFLOP/s"
              + (f", oneDNN {onednn_rate:.1f} GFLOP/s (burstpool's GEMMs; % of SGEMM is against it)."
                 if sgemm_rate == onednn_rate else " (burstpool's GEMMs)."), "",
              "| model | steps | burstpool samples/s | PyTorch samples/s | ratio | burstpool GFLOP/s | % of SGEMM |"
+             " peak RSS MiB burstpool | PyTorch |"
              + (" baseline samples/s | against baseline |" if args.baseline else ""),
-             "|---|---|---|---|---|---|---|" + ("---|---|" if args.baseline else "")]
+             "|---|---|---|---|---|---|---|---|---|" + ("---|---|" if args.baseline else "")]
     for r in rows:
         lines.append(f"| {r['model']} | {r['steps']} | {r['burstpool_samples_per_second']:.0f} | "
                      f"{r['pytorch_samples_per_second']:.0f} | {r['ratio']:.2f} | {r['burstpool_gflops']:.1f} | "
-                     f"{100 * r['burstpool_gflops'] / sgemm_rate:.0f}% |"
+                     f"{100 * r['burstpool_gflops'] / sgemm_rate:.0f}% | {r['burstpool_peak_rss_mib']:.0f} | "
+                     f"{r['pytorch_peak_rss_mib']:.0f} |"
                      + (f" {r['baseline_samples_per_second']:.0f} | {r['vs_baseline']:.3f} |" if args.baseline else ""))
     if args.baseline:
         lines += ["", f"Baseline: {args.baseline_label or args.baseline}, run beside it in every round."]
