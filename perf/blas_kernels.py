@@ -8,10 +8,11 @@ and median GFLOP/s of each.
 Usage: perf/blas_kernels.py [--build build] [--rounds 5] [--out perf/results/blas_kernels]
 """
 import argparse
-import json
 import os
 import statistics
 import subprocess
+
+from report import write_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = {"unset": None, "empty string": "", "SkylakeX": "SkylakeX", "Haswell": "Haswell"}
@@ -52,12 +53,7 @@ def main():
     if onednn:
         lines.append(f"| oneDNN sgemm | (its JIT for this CPU) | {statistics.median(onednn):.1f} | "
                      + ", ".join(f"{r:.0f}" for r in onednn) + " |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    with open(args.out + ".md", "w") as f:
-        f.write(text)
-    with open(args.out + ".json", "w") as f:
-        json.dump({"rounds": args.rounds, "kernels": kernels, "openblas": runs, "onednn": onednn}, f, indent=1)
+    write_report(args.out, lines, {"rounds": args.rounds, "kernels": kernels, "openblas": runs, "onednn": onednn})
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ import torch  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from burstpool_torch import IniModel  # noqa: E402
+from report import write_report  # noqa: E402
 
 
 def with_conv_algorithm(model, algorithm, tmp):
@@ -166,11 +167,7 @@ def main():
             sums = "".join(f" | {totals[a]:.3f} |" for a in algorithms)
             sum_ratios = "".join(f" {totals['pytorch'] / totals[a]:.2f} |" for a in algorithms)
             lines += [f"| **sum (f+b)** |{sums} | {totals['pytorch']:.3f} |{sum_ratios}", ""]
-    with open(args.out + ".json", "w") as f:
-        json.dump(report, f, indent=1)
-    with open(args.out + ".md", "w") as f:
-        f.write("\n".join(lines))
-    print("\n".join(lines))
+    write_report(args.out, lines, report)
 
 
 if __name__ == "__main__":

@@ -13,11 +13,12 @@ Usage: perf/onednn_primitives.py [--build build] [--model vgg_small] [--steps 6]
 """
 import argparse
 import collections
-import json
 import os
 import statistics
 import subprocess
 import tempfile
+
+from report import write_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -69,12 +70,7 @@ def main():
     for k in keys:
         b, p = peers["burstpool"].get(k, [0, 0]), peers["PyTorch"].get(k, [0, 0])
         lines.append(f"| {k} | {b[0]:.0f} | {b[1]:.2f} | {p[0]:.0f} | {p[1]:.2f} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    with open(args.out + ".md", "w") as f:
-        f.write(text)
-    with open(args.out + ".json", "w") as f:
-        json.dump(peers, f, indent=1)
+    write_report(args.out, lines, peers)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 
+from report import write_report
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = {"mlp": 600, "lenet5": 400, "vgg_small": 40}
 
@@ -151,13 +153,7 @@ def main():
                      + (f" {r['baseline_samples_per_second']:.0f} | {r['vs_baseline']:.3f} |" if args.baseline else ""))
     if args.baseline:
         lines += ["", f"Baseline: {args.baseline_label or args.baseline}, run beside it in every round."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out + ".md", "w") as f:
-        f.write(text)
-    with open(args.out + ".json", "w") as f:
-        json.dump(result, f, indent=2)
+    write_report(args.out, lines, result)
 
 
 if __name__ == "__main__":
