@@ -265,7 +265,7 @@ class Conv2d final : public Layer {
     int tile = std::min(g_.oh, g_.ow) >= 6 ? 4 : 2;
     if (algorithm_ == Algorithm::winograd2) tile = 2;
     if (algorithm_ == Algorithm::winograd4) tile = 4;
-    return cpu::make_winograd(tile, g_.c, g_.h, g_.w, g_.oc, g_.ph, g_.pw, g_.oh, g_.ow);
+    return cpu::make_winograd(tile, g_);
   }
 
   void bias_gradient(const float* dy, int n) {

@@ -11,6 +11,7 @@
 
 #include "burstpool/error.hpp"
 #include "burstpool/version.hpp"
+#include "kernels.hpp"
 
 #ifdef BURSTPOOL_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
@@ -27,11 +28,6 @@ namespace burstpool::cpu {
 #ifndef BURSTPOOL_HAVE_ONEDNN
 
 bool onednn_available() { return false; }
-}  // namespace burstpool::cpu
-
-nlohmann::json burstpool::onednn_info() { return {{"built", false}}; }
-
-namespace burstpool::cpu {
 
 std::unique_ptr<ConvKernel> make_onednn_conv(const ConvShape&, bool) {
   throw Error("conv2d algorithm 'onednn': this build has no oneDNN (install libdnnl-dev and rebuild)");
@@ -145,20 +141,18 @@ class OnednnConv final : public ConvKernel {
                                     {DNNL_ARG_DIFF_DST, diff_dst},
                                     {DNNL_ARG_DIFF_WEIGHTS, p.diff_weights.output(dweight)}});
     p.diff_weights.finish(stream_);
+    // Accumulating writes to the thread's transient slot first, then adds it in.
+    const size_t dx_size = static_cast<size_t>(n) * s_.c * s_.h * s_.w;
+    float* target = dx && accumulate ? static_cast<float*>(transient(kDxSum, dx_size * sizeof(float))) : dx;
     if (dx) {
-      // Accumulating writes to a kept buffer first, then adds it in.
-      const size_t dx_size = static_cast<size_t>(n) * s_.c * s_.h * s_.w;
-      float* target = accumulate ? static_cast<float*>(transient(kDxSum, dx_size * sizeof(float))) : dx;
       memory& ddst = p.diff_dst_d ? p.diff_dst_d->input(dy, stream_, false) : p.diff_dst.input(dy, stream_, true);
       memory& w = p.weights_d ? p.weights_d->input(weight, stream_, false) : p.weights.input(weight, stream_, true);
       p.bwd_data.execute(stream_,
                          {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, p.diff_src.output(target)}});
       p.diff_src.finish(stream_);
-      stream_.wait();
-      if (accumulate)
-        for (size_t i = 0; i < dx_size; ++i) dx[i] += target[i];
     }
     stream_.wait();
+    if (dx && accumulate) write_grad(dx, target, dx_size, true);
     p.src.forget();
     p.weights.forget();
     p.diff_dst.forget();
@@ -166,7 +160,7 @@ class OnednnConv final : public ConvKernel {
 
   // What this layer keeps from call to call (its copies of the input and weights).
   uint64_t buffer_bytes(int n, int) const override {
-    const Plan& p = const_cast<OnednnConv*>(this)->plan(n);
+    const Plan& p = plan(n);
     uint64_t kept = 0;
     for (const Arg* a : {&p.src, &p.weights, &p.dst, &p.diff_dst, &p.diff_weights, &p.diff_src}) kept += a->kept_bytes();
     for (const auto* a : {&p.src_w, &p.weights_d, &p.diff_dst_d})
@@ -176,7 +170,7 @@ class OnednnConv final : public ConvKernel {
   // The thread's transient slots and oneDNN's scratchpad, which the library
   // also shares between primitives.
   uint64_t shared_buffer_bytes(int n, int) const override {
-    const Plan& p = const_cast<OnednnConv*>(this)->plan(n);
+    const Plan& p = plan(n);
     uint64_t transient = 4 * static_cast<uint64_t>(n) * s_.c * s_.h * s_.w;  // an input gradient to add in
     for (const Arg* a : {&p.dst, &p.diff_dst, &p.diff_src}) transient += a->transient_bytes();
     if (p.diff_dst_d) transient += p.diff_dst_d->transient_bytes();
@@ -203,7 +197,8 @@ class OnednnConv final : public ConvKernel {
     std::optional<Arg> src_w, weights_d, diff_dst_d;
   };
 
-  Plan& plan(int n) {
+  // The plan of batch size n, made on first use (by the memory estimate or the first call).
+  Plan& plan(int n) const {
     auto it = plans_.find(n);
     if (it == plans_.end()) it = plans_.emplace(n, make_plan(n)).first;
     return it->second;
@@ -252,15 +247,30 @@ class OnednnConv final : public ConvKernel {
   ConvShape s_;
   bool bias_;
   dnnl::stream stream_{engine()};
-  std::map<int, Plan> plans_;
+  mutable std::map<int, Plan> plans_;
 };
 
 }  // namespace
 
 bool onednn_available() { return true; }
+
+std::unique_ptr<ConvKernel> make_onednn_conv(const ConvShape& shape, bool bias) {
+  return std::make_unique<OnednnConv>(shape, bias);
+}
+
+#endif
+
 }  // namespace burstpool::cpu
 
-nlohmann::json burstpool::onednn_info() {
+namespace burstpool {
+
+#ifndef BURSTPOOL_HAVE_ONEDNN
+
+nlohmann::json onednn_info() { return {{"built", false}}; }
+
+#else
+
+nlohmann::json onednn_info() {
   const dnnl_version_t* v = dnnl_version();
   const char* isa = "unknown";
   switch (dnnl::get_effective_cpu_isa()) {
@@ -277,12 +287,6 @@ nlohmann::json burstpool::onednn_info() {
   return {{"built", true}, {"version", fmt::format("{}.{}.{}", v->major, v->minor, v->patch)}, {"isa", isa}};
 }
 
-namespace burstpool::cpu {
-
-std::unique_ptr<ConvKernel> make_onednn_conv(const ConvShape& shape, bool bias) {
-  return std::make_unique<OnednnConv>(shape, bias);
-}
-
 #endif
 
-}  // namespace burstpool::cpu
+}  // namespace burstpool

@@ -309,10 +309,10 @@ class Winograd final : public ConvKernel {
 
 }  // namespace
 
-std::unique_ptr<ConvKernel> make_winograd(int tile, int c, int h, int w, int k, int ph, int pw, int oh, int ow) {
-  if (tile == 2) return std::make_unique<Winograd<2>>(c, h, w, k, ph, pw, oh, ow);
+std::unique_ptr<ConvKernel> make_winograd(int tile, const ConvShape& s) {
+  if (tile == 2) return std::make_unique<Winograd<2>>(s.c, s.h, s.w, s.oc, s.ph, s.pw, s.oh, s.ow);
   BP_CHECK(tile == 4, "Winograd tile {} is not 2 or 4", tile);
-  return std::make_unique<Winograd<4>>(c, h, w, k, ph, pw, oh, ow);
+  return std::make_unique<Winograd<4>>(s.c, s.h, s.w, s.oc, s.ph, s.pw, s.oh, s.ow);
 }
 
 }  // namespace burstpool::cpu

@@ -17,7 +17,7 @@
 
 namespace burstpool::cpu {
 
-// Per-sample input (c, h, w), k output channels, padding (ph, pw), output (oh, ow); tile = 2 or 4.
-std::unique_ptr<ConvKernel> make_winograd(int tile, int c, int h, int w, int k, int ph, int pw, int oh, int ow);
+// The kernel for a 3x3 stride-1 geometry; tile = 2 or 4.
+std::unique_ptr<ConvKernel> make_winograd(int tile, const ConvShape& s);
 
 }  // namespace burstpool::cpu

@@ -103,7 +103,8 @@ def main():
     openblas_rate = statistics.median(r["sgemm_gflops"] for r in sgemm_runs)
     onednn_rate = statistics.median(r.get("onednn_sgemm_gflops", float("nan")) for r in sgemm_runs)
     # The rate of the library burstpool's GEMMs run on.
-    sgemm_rate = onednn_rate if "onednn_sgemm_gflops" in sgemm_runs[0] else openblas_rate
+    gemm_on_onednn = "onednn_sgemm_gflops" in sgemm_runs[0]
+    sgemm_rate = onednn_rate if gemm_on_onednn else openblas_rate
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for model, steps in STEPS.items():
@@ -140,7 +141,7 @@ def main():
              f"burstpool: {' / '.join(build_line)}.",
              f"OpenBLAS kernel: {kernel}; single-thread SGEMM (512^3): OpenBLAS {openblas_rate:.1f} GFLOP/s"
              + (f", oneDNN {onednn_rate:.1f} GFLOP/s (burstpool's GEMMs; % of SGEMM is against it)."
-                if sgemm_rate == onednn_rate else " (burstpool's GEMMs)."), "",
+                if gemm_on_onednn else " (burstpool's GEMMs)."), "",
              "| model | steps | burstpool samples/s | PyTorch samples/s | ratio | burstpool GFLOP/s | % of SGEMM |"
              " peak RSS MiB burstpool | PyTorch |"
              + (" baseline samples/s | against baseline |" if args.baseline else ""),
