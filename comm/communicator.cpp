@@ -1,4 +1,4 @@
-#include "communicator.hpp"
+#include "comm/communicator.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -6,7 +6,7 @@
 #include <set>
 
 #include "burstpool/error.hpp"
-#include "wait.hpp"
+#include "comm/wait.hpp"
 
 namespace burstpool {
 

@@ -1,4 +1,4 @@
-#include "exchange.hpp"
+#include "comm/exchange.hpp"
 
 #include <algorithm>
 

@@ -1,11 +1,11 @@
-#include "grad_sync.hpp"
+#include "comm/grad_sync.hpp"
 
 #include <chrono>
 
 #include "burstpool/error.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/trace.hpp"
-#include "wait.hpp"
+#include "comm/wait.hpp"
 
 namespace burstpool {
 

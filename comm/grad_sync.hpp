@@ -14,7 +14,7 @@
 // NCCL) need one order of collectives on a communicator on all its members,
 // and members of a group may run different layers of other sets in between. The sums are a GroupReducer's: a non-blocking MPI_Iallreduce on the
 // group's communicator over host memory (MpiGroupReducer), or NCCL over
-// device memory (comm/cuda/nccl_reducer.hpp). Gradients are sums over
+// device memory (cuda/nccl/nccl_reducer.hpp). Gradients are sums over
 // samples of a loss already scaled by 1/global batch, so summing them over
 // the group gives the global-batch gradient for any slice sizes.
 #include <mpi.h>
@@ -24,8 +24,8 @@
 #include <memory>
 #include <vector>
 
-#include "communicator.hpp"
-#include "wait.hpp"
+#include "comm/communicator.hpp"
+#include "comm/wait.hpp"
 
 namespace burstpool {
 

@@ -1,4 +1,4 @@
-#include "slice_mover.hpp"
+#include "comm/slice_mover.hpp"
 
 #include <cstring>
 

@@ -7,7 +7,7 @@
 // (the executor splits an exchange where two slots would write one
 // gradient). Pointers are in the memory the mover works on: host memory for
 // MpiSliceMover, device memory for the NCCL mover
-// (comm/cuda/nccl_slice_mover.hpp), which sends one exchange as one NCCL group.
+// (cuda/nccl/nccl_slice_mover.hpp), which sends one exchange as one NCCL group.
 //
 // Every rank queues the pieces between one pair of ranks in the same order
 // (input slot, then sample offset), so a mover that cannot tag its messages
@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "wait.hpp"
+#include "comm/wait.hpp"
 
 namespace burstpool {
 

@@ -1,4 +1,4 @@
-#include "wait.hpp"
+#include "comm/wait.hpp"
 
 #include <sys/prctl.h>
 

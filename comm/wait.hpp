@@ -23,7 +23,7 @@
 // how a background job whose peer died stops waiting for it. MPI may still
 // complete a cancelled request later, so its buffers must stay allocated:
 // the background job's model buffers are kept to the end of the process
-// (src/multiplex.cpp), Communicator::sum leaks its copy, and the executor's
+// (src/multiplex/multiplex.cpp), Communicator::sum leaks its copy, and the executor's
 // slice exchanges, whose receive buffers are temporary, never run in a
 // background job (it is data parallel).
 #include <mpi.h>

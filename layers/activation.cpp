@@ -1,7 +1,7 @@
 // Element-wise layers: ReLU, Dropout, and the shape-only Input and Flatten.
 #include "burstpool/error.hpp"
-#include "families.hpp"
-#include "kernels.hpp"
+#include "layers/families.hpp"
+#include "layers/kernels.hpp"
 
 namespace burstpool::layers {
 namespace {

@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "burstpool/error.hpp"
-#include "families.hpp"
-#include "kernels.hpp"
-#include "onednn_conv.hpp"
-#include "winograd.hpp"
+#include "layers/families.hpp"
+#include "layers/kernels.hpp"
+#include "layers/onednn_conv.hpp"
+#include "layers/winograd.hpp"
 
 namespace burstpool::layers {
 namespace {

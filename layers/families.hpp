@@ -1,6 +1,6 @@
 #pragma once
 // Factories of the layer families, one per file in layers/. The registry in
-// src/layer_registry.cpp maps type names to these.
+// layers/registry.cpp maps type names to these.
 #include <memory>
 
 #include "burstpool/layer.hpp"

@@ -1,4 +1,4 @@
-#include "kernels.hpp"
+#include "layers/kernels.hpp"
 
 #include <cblas.h>
 #ifdef BURSTPOOL_HAVE_ONEDNN

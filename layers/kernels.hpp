@@ -8,7 +8,7 @@
 #include <string>
 
 #include "burstpool/layer.hpp"
-#include "random.hpp"
+#include "layers/random.hpp"
 
 namespace burstpool::cpu {
 

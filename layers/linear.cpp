@@ -1,8 +1,8 @@
 // Linear (fully connected): y = x W^T + b, with W stored (out, in) like PyTorch.
 // Inputs of any per-sample shape are read as flat feature vectors.
 #include "burstpool/error.hpp"
-#include "families.hpp"
-#include "kernels.hpp"
+#include "layers/families.hpp"
+#include "layers/kernels.hpp"
 
 namespace burstpool::layers {
 namespace {

@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "burstpool/error.hpp"
-#include "families.hpp"
-#include "kernels.hpp"
+#include "layers/families.hpp"
+#include "layers/kernels.hpp"
 
 namespace burstpool::layers {
 namespace {

@@ -7,11 +7,11 @@
 // oneDNN on the CPU is run-to-run deterministic for a fixed processor,
 // library version and thread count (its documentation); the conv tests hold
 // it to the direct convolution and to finite differences like the other algorithms.
-#include "onednn_conv.hpp"
+#include "layers/onednn_conv.hpp"
 
 #include "burstpool/error.hpp"
 #include "burstpool/version.hpp"
-#include "kernels.hpp"
+#include "layers/kernels.hpp"
 
 #ifdef BURSTPOOL_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>

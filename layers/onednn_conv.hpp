@@ -5,7 +5,7 @@
 // Internal to layers/conv.cpp.
 #include <memory>
 
-#include "conv_kernel.hpp"
+#include "layers/conv_kernel.hpp"
 
 namespace burstpool::cpu {
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "burstpool/error.hpp"
-#include "families.hpp"
-#include "kernels.hpp"
+#include "layers/families.hpp"
+#include "layers/kernels.hpp"
 
 namespace burstpool::layers {
 namespace {

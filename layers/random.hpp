@@ -1,7 +1,7 @@
 #pragma once
 // Counter-based random numbers (splitmix64 finaliser) that do not depend on
 // thread count, rank layout or device: the CPU layers and their CUDA twins
-// (layers/cuda) include this one definition, so dropout masks agree bit for bit.
+// (cuda/ops) include this one definition, so dropout masks agree bit for bit.
 #include <cstdint>
 
 #ifdef __CUDACC__

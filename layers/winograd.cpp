@@ -1,4 +1,4 @@
-#include "winograd.hpp"
+#include "layers/winograd.hpp"
 
 #include <omp.h>
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "burstpool/error.hpp"
-#include "kernels.hpp"
+#include "layers/kernels.hpp"
 
 namespace burstpool::cpu {
 namespace {

@@ -13,7 +13,7 @@
 // inner loop is a long contiguous vector. Internal to layers/conv.cpp.
 #include <memory>
 
-#include "conv_kernel.hpp"
+#include "layers/conv_kernel.hpp"
 
 namespace burstpool::cpu {
 

@@ -1,7 +1,7 @@
 // bp_gpu_layers MODEL.ini [--batch 32] [--repeats 20] [--algorithms heuristic|measured|gemm] [--out FILE.json]
 //
 // Forward and backward time of every layer of a model on the GPU, through the
-// CUDA layer twins (layers/cuda), at one batch size: per layer and per step
+// CUDA layer twins (cuda/ops), at one batch size: per layer and per step
 // (the sum), median of `repeats` after 3 warm-up runs, timed with CUDA events
 // on the foreground stream; convolutions also in TFLOP/s (2 x multiply-adds,
 // backward counted as 2 x forward, 1 x for a convolution of the data, which
@@ -27,7 +27,7 @@
 #include "burstpool/model_io.hpp"
 #include "cuda/check.hpp"
 #include "cuda/context.hpp"
-#include "cuda/kernels.hpp"
+#include "cuda/ops/kernels.hpp"
 
 using namespace burstpool;
 

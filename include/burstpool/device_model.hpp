@@ -42,7 +42,7 @@ struct DeviceRanks {
 };
 
 // A copy of the model on an accelerator that runs forward, backward and the
-// SGD step instead of the CPU layers (src/cuda/gpu_model.hpp). The CPU Model
+// SGD step instead of the CPU layers (cuda/gpu_model.hpp). The CPU Model
 // stays the reference: parameters, state and momentum are moved between the
 // two for checkpoints and resumes. A data-parallel plan runs the whole model
 // per call (forward, backward); a burst plan runs it layer by layer
@@ -94,7 +94,7 @@ class DeviceModel {
   virtual void copy_out(Buffer what, int layer, int slot, float* host, size_t floats) = 0;
   virtual void copy_in(Buffer what, int layer, int slot, const float* host, size_t floats) = 0;
   // A sync strategy's update on the device, in generic pieces (the sma
-  // strategy's step is a sequence of them, src/sma.cpp): whole flat vectors
+  // strategy's step is a sequence of them, src/sync/sma.cpp): whole flat vectors
   // of param_count floats (parameters, parameter_gradient, momentum and the
   // four scratch vectors, made at first use) combined as y = a x + b y,
   // elementwise, in the stream order of the other work; with b == 0, y is
@@ -123,7 +123,7 @@ class DeviceModel {
 };
 struct CudaOptions {
   bool background = false;  // on the least-priority streams (a background job), else the greatest
-  bool graphs = false;      // CUDA graphs for training steps where they apply (src/cuda/gpu_model.hpp)
+  bool graphs = false;      // CUDA graphs for training steps where they apply (cuda/gpu_model.hpp)
   std::string conv_algorithms = "heuristic";  // [job] cudnn_algorithms: heuristic | measured | gemm
   // How host threads wait for the GPU, set for the whole device (CUDA keeps
   // one setting per device and process): "block" or "spin"; empty leaves it
@@ -133,7 +133,7 @@ struct CudaOptions {
 };
 // A stand-in device for testing the device paths without a GPU ([job] device
 // = twin): a second Model of the same spec in host memory, run by the CPU
-// layers (src/twin_device.cpp). With `transport`, it also moves burst plans'
+// layers (src/run/twin_device.cpp). With `transport`, it also moves burst plans'
 // slices between its own buffers and sums gradients there (MPI standing in
 // for NCCL); else they go through the host Model, as for ranks sharing a GPU.
 // What a twin saw, for tests to check how the executor used it.

@@ -1,6 +1,6 @@
 #pragma once
 // Job files (INI): what to train, on what data, how, and where results go.
-// Every key is declared once in a schema (src/job.cpp) with its default, unit
+// Every key is declared once in a schema (src/job/job.cpp) with its default, unit
 // and meaning; `burstpool keys` prints that table and docs/jobs.md holds it.
 #include <cstdint>
 #include <string>
@@ -66,7 +66,7 @@ struct JobConfig {
   bool cuda_graphs = false;  // [job] cuda_graphs
   std::string cudnn_algorithms = "heuristic";  // [job] cudnn_algorithms: heuristic | measured | gemm
   int threads = 0;  // 0: automatic
-  double memory_limit_gb = 0;  // per node; 0: detected (src/memory.cpp)
+  double memory_limit_gb = 0;  // per node; 0: detected (src/plan/memory.cpp)
 
   // [data]
   std::string data_source;  // fashion-mnist | hdf5 | synthetic

@@ -34,7 +34,7 @@ namespace burstpool {
 enum class Init { zeros, ones, kaiming_uniform };
 
 // The layer types make_layer knows. Code outside the registry
-// (src/layer_registry.cpp, which maps each type name to one) compares kinds,
+// (layers/registry.cpp, which maps each type name to one) compares kinds,
 // never type names; a device answers DeviceModel::supports(kind).
 enum class LayerKind {
   input, linear, conv2d, relu, dropout, maxpool2d, avgpool2d, global_avgpool, flatten, batchnorm2d, add, concat,

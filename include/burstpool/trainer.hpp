@@ -86,8 +86,8 @@ struct TrainResult {
 
 TrainResult train(const JobConfig& job);
 // train() hands a job on to one of two loops: ssgd, data parallel or a burst
-// plan (src/plan_run.cpp), or the small-batch learners: sma, shadow,
-// local-sgd (src/small_batch.cpp).
+// plan (src/run/plan_run.cpp), or the small-batch learners: sma, shadow,
+// local-sgd (src/sync/small_batch.cpp).
 TrainResult train_plan(const JobConfig& job);
 TrainResult train_small_batch(const JobConfig& job);
 

@@ -15,7 +15,7 @@ std::string version_report();  // version_info as lines of text
 
 // The CUDA backend's part of version_info: {"built": false} without it, else
 // the runtime, driver, cuDNN and NCCL versions and the GPUs visible.
-// Defined with the backend (src/cuda), else in src/device.cpp.
+// Defined with the backend (cuda), else in src/run/device.cpp.
 nlohmann::json cuda_info();
 
 // The oneDNN CPU backend's part: {"built": false} without it, else its

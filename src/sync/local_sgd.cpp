@@ -2,7 +2,7 @@
 // local_steps iterations all replicas of all ranks are replaced by their
 // mean (model averaging, "local SGD": Lin et al. 2020).
 #include "burstpool/job.hpp"
-#include "strategy.hpp"
+#include "sync/strategy.hpp"
 
 namespace burstpool {
 namespace {

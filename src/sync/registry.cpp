@@ -1,11 +1,11 @@
-#include "registry.hpp"
+#include "sync/registry.hpp"
 
 #include <mutex>
 #include <utility>
 
 #include "burstpool/error.hpp"
 #include "burstpool/job.hpp"
-#include "strategy.hpp"
+#include "sync/strategy.hpp"
 
 namespace burstpool {
 

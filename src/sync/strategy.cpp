@@ -1,4 +1,4 @@
-#include "strategy.hpp"
+#include "sync/strategy.hpp"
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 #pragma once
 // How the small-batch learners stay together (docs/learners.md): one
-// SyncStrategy per run, driven by the learners' loop (src/small_batch.cpp),
+// SyncStrategy per run, driven by the learners' loop (src/sync/small_batch.cpp),
 // which owns the learners, their batches, the schedule, progress,
 // evaluation, checkpoints and stops. A strategy owns what is its own: each
 // learner's update after its backward, what happens after every learner has
@@ -13,7 +13,7 @@
 // Its device work goes through DeviceModel's generic pieces (sgd_step,
 // axpby, copy_in, copy_out), so the device interface does not grow with it.
 //
-// This header is internal (it exposes the Learner, src/learners.hpp).
+// This header is internal (it exposes the Learner, src/sync/learners.hpp).
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "burstpool/trainer.hpp"
-#include "../learner_checkpoint.hpp"
-#include "../learners.hpp"
-#include "registry.hpp"
+#include "sync/learner_checkpoint.hpp"
+#include "sync/learners.hpp"
+#include "sync/registry.hpp"
 
 namespace burstpool {
 

@@ -4,7 +4,7 @@
 // statistics. Tolerance |gpu - cpu| <= 1e-4 (1 + |cpu|) (fp32 both sides;
 // cuDNN in FMA math, no TF32; convolutions with the algorithms that sum
 // directly, [job] cudnn_algorithms = gemm: FFT and Winograd ones round more,
-// see ConvAlgorithms in layers/cuda/kernels.hpp). Skipped without a GPU.
+// see ConvAlgorithms in cuda/ops/kernels.hpp). Skipped without a GPU.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -15,8 +15,8 @@
 #include "burstpool/device.hpp"
 #include "cuda/check.hpp"
 #include "cuda/context.hpp"
-#include "cuda/kernels.hpp"
-#include "kernels.hpp"
+#include "cuda/ops/kernels.hpp"
+#include "layers/kernels.hpp"
 
 namespace burstpool {
 namespace {

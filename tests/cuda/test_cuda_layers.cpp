@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "burstpool/device.hpp"
-#include "cuda/kernels.hpp"
+#include "cuda/ops/kernels.hpp"
 #include "cuda/check.hpp"
 #include "cuda/context.hpp"
-#include "kernels.hpp"
+#include "layers/kernels.hpp"
 
 namespace burstpool {
 namespace {

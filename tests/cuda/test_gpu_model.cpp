@@ -19,7 +19,7 @@
 #include "burstpool/sma.hpp"
 #include "../unit/sma_device_check.hpp"
 #include "cuda/gpu_model.hpp"
-#include "kernels.hpp"
+#include "layers/kernels.hpp"
 
 namespace burstpool {
 namespace {

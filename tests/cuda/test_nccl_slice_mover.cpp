@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "../../comm/cuda/nccl_slice_mover.hpp"
+#include "cuda/nccl/nccl_slice_mover.hpp"
 #include "burstpool/device.hpp"
 #include "cuda/check.hpp"
 #include "cuda/context.hpp"

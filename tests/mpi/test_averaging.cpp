@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "burstpool/sma.hpp"
-#include "shadow.hpp"
+#include "sync/shadow.hpp"
 
 namespace burstpool {
 namespace {

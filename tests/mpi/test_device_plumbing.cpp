@@ -15,8 +15,8 @@
 
 #include "burstpool/error.hpp"
 #include "burstpool/executor.hpp"
-#include "grad_sync.hpp"
-#include "slice_mover.hpp"
+#include "comm/grad_sync.hpp"
+#include "comm/slice_mover.hpp"
 #include "burstpool/model_io.hpp"
 
 namespace burstpool {

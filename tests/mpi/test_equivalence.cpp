@@ -4,7 +4,7 @@
 // the only differences are float summation orders (slice-wise GEMMs, the
 // allreduce, batch-norm sums). Burst plans also run through the executor's
 // device path with the twin device (a second model in host memory,
-// src/twin_device.cpp), once with slices and gradient sums staged through
+// src/run/twin_device.cpp), once with slices and gradient sums staged through
 // the host and once carried by its transport between its own buffers, which
 // must both give the CPU path's results bit for bit: a copy between host and
 // twin that the executor forgets leaves stale values on one side.
@@ -17,7 +17,7 @@
 #include "burstpool/executor.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/optimizer.hpp"
-#include "kernels.hpp"
+#include "layers/kernels.hpp"
 
 namespace burstpool {
 namespace {

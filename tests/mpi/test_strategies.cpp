@@ -14,7 +14,7 @@
 
 #include "burstpool/job.hpp"
 #include "burstpool/trainer.hpp"
-#include "h5.hpp"
+#include "io/h5.hpp"
 #include "sync/strategy.hpp"
 
 namespace burstpool {

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "../comm/wait.hpp"
+#include "comm/wait.hpp"
 #include "burstpool/background.hpp"
 
 namespace burstpool {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "kernels.hpp"
+#include "layers/kernels.hpp"
 
 namespace burstpool::testing {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "../comm/wait.hpp"
+#include "comm/wait.hpp"
 #include "burstpool/background.hpp"
 
 namespace burstpool {

@@ -4,7 +4,7 @@
 #include <omp.h>
 
 #include "gradcheck.hpp"
-#include "onednn_conv.hpp"
+#include "layers/onednn_conv.hpp"
 
 namespace burstpool::testing {
 

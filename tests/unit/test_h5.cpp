@@ -10,7 +10,7 @@
 
 #include "burstpool/error.hpp"
 #include "burstpool/model_io.hpp"
-#include "h5.hpp"
+#include "io/h5.hpp"
 
 namespace burstpool {
 namespace {

@@ -1,7 +1,7 @@
 // The learner-count auto-tuner's decisions (CROSSBOW's rule, docs/learners.md).
 #include <gtest/gtest.h>
 
-#include "learners.hpp"
+#include "sync/learners.hpp"
 
 namespace burstpool {
 namespace {

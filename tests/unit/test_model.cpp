@@ -16,7 +16,7 @@
 #include "burstpool/model.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/optimizer.hpp"
-#include "kernels.hpp"
+#include "layers/kernels.hpp"
 
 namespace burstpool {
 namespace {

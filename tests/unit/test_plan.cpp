@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "../../comm/exchange.hpp"
+#include "comm/exchange.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/plan.hpp"

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "../../layers/kernels.hpp"
+#include "layers/kernels.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/planner.hpp"

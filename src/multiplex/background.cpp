@@ -1,0 +1,272 @@
+#include "burstpool/background.hpp"
+
+#include <omp.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "comm/wait.hpp"
+#include "burstpool/checkpoint.hpp"
+#include "burstpool/error.hpp"
+#include "burstpool/trace.hpp"
+#include "burstpool/model_io.hpp"
+#include "burstpool/session.hpp"
+#include "burstpool/runtime.hpp"
+#include "burstpool/trainer.hpp"
+
+namespace burstpool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+bool ForegroundGate::open() const {
+  if (pause_in_allreduce_ && in_allreduce_.load(std::memory_order_relaxed)) return false;
+  const double base = baseline_.load(std::memory_order_relaxed);
+  return base <= 0 || recent_.load(std::memory_order_relaxed) <= max_slowdown_ * base;
+}
+
+std::string lower_thread_priority() {
+  sched_param param{};
+  param.sched_priority = 0;
+  if (sched_setscheduler(0, SCHED_IDLE, &param) == 0) return "SCHED_IDLE";  // 0: the calling thread
+  const std::string why = std::strerror(errno);
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(tid), 19) == 0) return "nice 19";
+  return "normal (SCHED_IDLE refused: " + why + "; nice refused: " + std::strerror(errno) + ")";
+}
+
+bool idle_background_thread(const std::string& thread_priority, const std::string& device) {
+  return thread_priority == "idle" || (thread_priority == "auto" && device == "cpu");
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return static_cast<int>(std::thread::hardware_concurrency());
+  return CPU_COUNT(&set);
+}
+
+std::string binding_warning(int cores) {
+  if (cores >= 2) return "";
+  return fmt::format(
+      "burstpool: warning: a rank may run on {} core only, and its background job's thread, which launches the "
+      "device's work, then waits for the foreground's; give each rank 2 cores (srun --cpus-per-task=2; mpirun "
+      "--map-by slot:PE=2, or --bind-to none; docs/multiplexing.md)",
+      cores);
+}
+
+void require_thread_multiple() {
+  int level = MPI_THREAD_SINGLE;
+  BP_MPI_CHECK(MPI_Query_thread(&level));
+  check_thread_level(level);
+}
+
+void check_thread_level(int level) {
+  if (level < MPI_THREAD_MULTIPLE)
+    throw Error(fmt::format("a background job needs MPI_THREAD_MULTIPLE ({}), but MPI was initialised at level {}",
+                            MPI_THREAD_MULTIPLE, level));
+}
+
+BackgroundJob::BackgroundJob(const JobConfig& background, MPI_Comm world, ForegroundGate& gate,
+                             const BackgroundConfig& how)
+    : idle_thread_(idle_background_thread(how.thread_priority, background.device)), gate_(gate) {
+  require_thread_multiple();
+  if (!background.plan_path.empty())
+    throw Error(fmt::format("{}: [parallel] plan: a background job trains data parallel; remove the plan",
+                            background.file));
+  if (!background.background.job_path.empty())
+    throw Error(fmt::format("{}: [background] job: a background job cannot have a background job", background.file));
+  const bool own_replica = how.sync == "none";
+  int world_rank = 0;
+  MPI_Comm_rank(world, &world_rank);
+  writer_ = world_rank == 0;
+  JobConfig job = background;
+  if (own_replica) job.seed += static_cast<uint64_t>(world_rank);  // each replica its own start and data order
+  BP_MPI_CHECK(MPI_Comm_dup(own_replica ? MPI_COMM_SELF : world, &comm_));
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  int size = 1;
+  MPI_Comm_size(comm_, &size);
+  const ModelSpec spec = load_job_model(job);
+  session_ = std::make_unique<TrainingSession>(job, spec, job_data_parallel_plan(job, spec, size), comm_);
+  use_job_device(job, session_->exec(), true, how.pieces_in_flight);  // the least urgent streams; gradients by MPI
+  MPI_Comm_rank(comm_, &rank_);
+  // With replicas of their own, only rank 0's is checkpointed: it resumes,
+  // the others start theirs again.
+  if (job.resume && !job.checkpoint_path.empty() && (!own_replica || writer_))
+    if (const std::optional<Resumed> from = resume_training(job, session_->model(), session_->sgd(), comm_)) {
+      step_.store(from->step);
+      saved_step_ = from->step;
+      if (DeviceModel* device = session_->exec().device()) device->from_host(session_->sgd().velocity().data());
+      if (writer_) fmt::print("background: resuming from the checkpoint of step {} ({})\n", from->step, from->file);
+    }
+  session_->exec().set_before_layer([this] {
+    const auto t0 = Clock::now();
+    while (!gate_.open() && !stop_.load() && !cancel_.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (cancel_.load()) throw WaitCancelled();
+    report_.gate_wait_seconds += seconds_since(t0);
+  });
+  report_.job = job.name;
+  report_.model = spec.name;
+  if (const char* hook = std::getenv("BURSTPOOL_TEST_BACKGROUND_FAIL")) {
+    long long step = -1;
+    if (std::sscanf(hook, "%d:%lld", &fail_rank_, &step) == 2) fail_step_ = step;
+  }
+}
+
+BackgroundJob::~BackgroundJob() {
+  if (thread_.joinable()) stop(0);
+  // A cancelled thread may leave requests pending on comm_; freeing it then is
+  // not allowed, so it is left to MPI_Finalize.
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (comm_ != MPI_COMM_NULL && !finalized && !cancel_.load()) MPI_Comm_free(&comm_);
+}
+
+// One step. The ranks agree whether to go on (nobody wants to stop, the loss
+// is finite) in a small reduction started after forward and awaited after
+// backward, so it adds no wait of its own. Returns false when they agree to
+// stop; the step's update is then dropped.
+bool BackgroundJob::run_step(bool stop_wanted) {
+  TrainingSession& s = *session_;
+  const int64_t step = step_.load();
+  const auto t0 = std::chrono::steady_clock::now();
+  const double loss = s.forward(step);
+  // A member, not a local: if this step throws, the reduction may still write into it later.
+  double* agree = agree_;
+  agree[0] = stop_wanted ? 1.0 : 0.0;
+  agree[1] = std::isfinite(loss) ? 0.0 : 1.0;
+  agree[2] = std::isfinite(loss) ? loss : 0.0;
+  const JobConfig& job = session_->job();
+  agree[3] = rank_ == 0 && job.checkpoint_seconds > 0 && seconds_since(last_checkpoint_) >= job.checkpoint_seconds;
+  MPI_Request request;
+  BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, agree, 4, MPI_DOUBLE, MPI_SUM, comm_, &request));
+  if (step == fail_step_ && world().rank == fail_rank_)
+    throw Error(fmt::format("test failure injected at background step {} (BURSTPOOL_TEST_BACKGROUND_FAIL)", step));
+  s.backward();
+  wait_all(1, &request);
+  if (agree[1] > 0) throw Diverged(fmt::format("background training loss became non-finite at step {}", step));
+  if (agree[0] > 0) return false;
+  s.apply(step);
+  // Its gate pieces interleave with the foreground's layers: one event per step.
+  tracer().span(Track::background, fmt::format("background step {}", step), t0, false);
+  if (std::isnan(report_.first_loss)) report_.first_loss = agree[2];
+  report_.last_loss = agree[2];
+  last_loss_.store(agree[2]);
+  step_.store(step + 1);
+  if (agree[3] > 0 || (job.checkpoint_every > 0 && (step + 1) % job.checkpoint_every == 0)) save_checkpoint();
+  return step + 1 < s.total_steps();
+}
+
+// Data parallel: rank 0 holds every layer and writes alone, so the thread
+// starts no collective for it (a peer's failure cannot hang it here).
+void BackgroundJob::save_checkpoint() {
+  const JobConfig& job = session_->job();
+  last_checkpoint_ = Clock::now();
+  if (job.checkpoint_path.empty() || !writer_) return;
+  saved_step_ = step_.load();
+  if (DeviceModel* device = session_->exec().device()) device->to_host(session_->sgd().velocity().data());
+  write_checkpoint(job.checkpoint_path, session_->model(), session_->sgd(), {step_.load(), job.seed});
+}
+
+void BackgroundJob::save_final_checkpoint() {
+  // A failed step may have left its state half done; a checkpoint of this step may exist already.
+  if (report_.failed || step_.load() == saved_step_) return;
+  try {
+    save_checkpoint();
+  } catch (const Error& e) {
+    fmt::print(stderr, "burstpool: warning: background job '{}': {}; the foreground goes on\n", report_.job, e.what());
+  }
+}
+
+void BackgroundJob::calibrate(int steps) {
+  try {
+    calibrate_steps(steps);
+  } catch (const Diverged& e) {  // every rank agreed on it: safe to go on without the background
+    report_.failed = true;
+    report_.error = e.what();
+    fmt::print(stderr, "burstpool: warning: background job '{}' failed on rank {} ({}): {}; the foreground goes on\n",
+               report_.job, world().rank, world().host, e.what());
+  }
+}
+
+void BackgroundJob::calibrate_steps(int steps) {
+  // The first step pays for first-touch allocation and is not timed.
+  if (steps < 2 || step_.load() >= session_->total_steps() || !run_step(false)) return;
+  const int64_t first = step_.load();
+  const auto t0 = Clock::now();
+  while (step_.load() - first < steps - 1 && run_step(false)) {
+  }
+  const int64_t done = step_.load() - first;
+  if (done > 0) alone_step_seconds_ = seconds_since(t0) / static_cast<double>(done);
+  report_.alone_samples_per_second =
+      alone_step_seconds_ > 0 ? session_->job().batch_size / alone_step_seconds_ : 0;
+}
+
+void BackgroundJob::start() {
+  if (report_.failed || step_.load() >= session_->total_steps()) return;
+  session_->exec().times() = {};  // from here on: the shared phase
+  shared_start_ = Clock::now();
+  shared_first_step_ = step_.load();
+  thread_ = std::thread([this] { run_thread(); });
+}
+
+void BackgroundJob::run_thread() {
+  report_.priority = idle_thread_ ? lower_thread_priority() : "normal ([background] thread_priority)";
+  omp_set_num_threads(1);  // this thread's OpenMP teams only; the foreground keeps its own
+  set_wait_cancel_flag(&cancel_);
+  try {
+    while (run_step(stop_.load())) {
+    }
+  } catch (const WaitCancelled&) {
+    report_.failed = true;
+    report_.error = "stopped waiting for the background job on the other ranks (did it fail there?)";
+  } catch (const std::exception& e) {
+    report_.failed = true;
+    report_.error = e.what();
+  }
+  if (report_.failed)
+    fmt::print(stderr, "burstpool: warning: background job '{}' failed on rank {} ({}): {}; the foreground goes on\n",
+               report_.job, world().rank, world().host, report_.error);
+  set_wait_cancel_flag(nullptr);
+  report_.shared_samples_per_second = shared_rate();
+  std::lock_guard<std::mutex> lock(mutex_);
+  done_.store(true);
+  finished_.notify_all();
+}
+
+double BackgroundJob::shared_rate() const {
+  const double t = seconds_since(shared_start_);
+  return t > 0 ? static_cast<double>(step_.load() - shared_first_step_) * session_->job().batch_size / t : 0;
+}
+
+BackgroundReport BackgroundJob::stop(double grace_seconds) {
+  if (!thread_.joinable()) {
+    report_.steps = step_.load();
+    save_final_checkpoint();
+    return report_;
+  }
+  stop_.store(true);
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!finished_.wait_for(lock, std::chrono::duration<double>(grace_seconds), [this] { return done_.load(); })) {
+      cancel_.store(true);  // a peer is gone: leave its collectives
+      finished_.wait(lock, [this] { return done_.load(); });
+    }
+  }
+  thread_.join();
+  report_.steps = step_.load();
+  report_.shared_times = session_->exec().times();
+  report_.shared_steps = step_.load() - shared_first_step_;
+  save_final_checkpoint();
+  return report_;
+}
+
+}  // namespace burstpool

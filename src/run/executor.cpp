@@ -1,0 +1,470 @@
+#include "burstpool/executor.hpp"
+
+#include <chrono>
+
+#include "comm/communicator.hpp"
+#include "comm/exchange.hpp"
+#include "comm/grad_sync.hpp"
+#include "comm/slice_mover.hpp"
+#include "comm/wait.hpp"
+#include "burstpool/error.hpp"
+#include "burstpool/trace.hpp"
+#include "burstpool/runtime.hpp"
+
+namespace burstpool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Seconds = std::chrono::duration<double>;
+
+// Point-to-point tags: one per (layer, input slot, direction).
+constexpr int kMaxSlots = 64;
+int tag_of(int layer, int slot, bool backward) { return (layer * kMaxSlots + slot) * 2 + (backward ? 1 : 0); }
+
+}  // namespace
+
+Executor::Executor(const ModelSpec& spec, const Plan& plan, MPI_Comm world, uint64_t init_seed, size_t bucket_bytes)
+    : plan_(plan), bucket_bytes_(bucket_bytes) {
+  MPI_Comm_rank(world, &rank_);
+  groups_ = std::make_unique<GroupCache>(world, plan_.layer_ranks);
+  const int batch = plan_.global_batch;
+  model_ = std::make_unique<Model>(
+      spec, [&](const std::string& name) { return Plan::slice_of(plan_.ranks_of(name), rank_, batch).count; },
+      init_seed);
+  Model& m = *model_;
+  const int n = m.size();
+  sets_.resize(n);
+  for (int i = 0; i < n; ++i) sets_[i] = plan_.ranks_of(m.layer(i).name());
+  direct_.resize(n);
+  in_.resize(n);
+  in_grad_.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const auto& inputs = m.inputs(i);
+    BP_CHECK(inputs.size() <= static_cast<size_t>(kMaxSlots), "layer '{}' has more than {} inputs", m.layer(i).name(),
+             kMaxSlots);
+    for (size_t s = 0; s < inputs.size(); ++s) {
+      const int p = inputs[s];
+      direct_[i].push_back(sets_[p] == sets_[i]);
+      Tensor buffer, grad;
+      if (!direct_[i][s] && holds(i)) {
+        const Shape shape = m.layer(p).output_shape().with_batch(m.capacity(i));
+        buffer = Tensor::zeros(shape);
+        if (p != m.input_layer()) grad = Tensor::zeros(shape);
+      }
+      in_[i].push_back(buffer);
+      in_grad_[i].push_back(grad);
+    }
+    if (holds(i) && m.param_range(i).second > 0) held_ranges_.push_back(m.param_range(i));
+  }
+  wait_sites_.resize(n);
+  for (int i = 0; i < n; ++i) wait_sites_[i].resize(2 * m.inputs(i).size());
+  sync_ = std::make_unique<GradientSync>(m.grads().data(), bucket_bytes, std::make_unique<MpiGroupReducer>());
+  mover_ = std::make_unique<MpiSliceMover>(groups_->world());
+  layer_times_.resize(n);
+}
+
+Executor::~Executor() = default;
+
+Slice Executor::input_slice(int batch) const { return Plan::slice_of(sets_[model_->input_layer()], rank_, batch); }
+Slice Executor::loss_slice(int batch) const { return Plan::slice_of(sets_[model_->loss_layer()], rank_, batch); }
+Slice Executor::logits_slice(int batch) const { return Plan::slice_of(sets_[model_->logits_layer()], rank_, batch); }
+
+Context Executor::layer_context(int layer, const Context& base, double* allreduce_seconds) const {
+  Context ctx = base;
+  ctx.sample_offset = Plan::slice_of(sets_[layer], rank_, batch_).offset;
+  ctx.labels = labels_;
+  const Communicator& group = groups_->group(sets_[layer]);
+  if (group.size() > 1 && sync_batchnorm_)
+    ctx.sum_over_group = [&group, allreduce_seconds, flag = reduce_flag_](double* v, size_t count) {
+      const auto t0 = Clock::now();
+      if (flag) flag->store(true);
+      group.sum(v, count);
+      if (flag) flag->store(false);
+      *allreduce_seconds += seconds_since(t0);
+    };
+  return ctx;
+}
+
+void Executor::use_device(std::unique_ptr<DeviceModel> device, bool background) {
+  for (int i = 0; i < model_->size(); ++i) {
+    const Layer& l = model_->layer(i);
+    if (!device->supports(l.kind()))
+      throw Error(fmt::format("{}: layer '{}': type {} does not run on {}", model_->spec().name, l.name(), l.type(),
+                              device->describe()));
+  }
+  device_ = std::move(device);
+  device_->set_before_layer(before_layer_);
+  whole_on_device_ = true;
+  for (const RankSet& set : sets_) whole_on_device_ = whole_on_device_ && static_cast<int>(set.size()) == plan_.ranks;
+  on_host_.assign(model_->size(), false);
+  if (!whole_on_device_) {
+    device_->use_slot_buffers(direct_);
+    DeviceTransport transport = device_->transport(*groups_);  // collective; empty: through the host
+    BP_CHECK(!transport.slices == !transport.gradients, "a device transport carries slices and gradients, or neither");
+    if (!transport.slices) return;
+    device_transport_ = true;
+    mover_ = std::move(transport.slices);
+    sync_ = std::make_unique<GradientSync>(device_->address(DeviceModel::Buffer::parameter_gradient, -1, 0),
+                                           bucket_bytes_, std::move(transport.gradients));
+    return;
+  }
+  if (plan_.ranks == 1) return;
+  const Communicator& all = groups_->group(sets_.front());
+  DeviceRanks ranks;
+  ranks.comm = all.get();
+  ranks.host_sum = [&all](float* values, size_t count) { all.sum(values, count); };
+  ranks.reducing = [this](bool on) {
+    if (reduce_flag_) reduce_flag_->store(on);
+    if (on)
+      device_reduce_start_ = Clock::now();
+    else
+      device_reduce_seconds_ += seconds_since(device_reduce_start_);
+  };
+  ranks.allow_nccl = !background;
+  device_->join_ranks(std::move(ranks));
+}
+
+void Executor::set_before_layer(std::function<void()> hook) {
+  before_layer_ = std::move(hook);
+  if (device_) device_->set_before_layer(before_layer_);
+}
+
+double Executor::forward(int batch, const float* images, const int32_t* labels, const Context& base) {
+  BP_CHECK(batch >= 1 && batch <= plan_.global_batch, "batch {} outside 1..{}", batch, plan_.global_batch);
+  Model& m = *model_;
+  batch_ = batch;
+  labels_ = labels;
+  for (int i = 0; i < m.size(); ++i) m.set_layer_batch(i, Plan::slice_of(sets_[i], rank_, batch).count);
+  if (device_ && whole_on_device_) {
+    // Every layer has the input layer's rank set and slicing (use_device).
+    const int count = input_slice(batch).count;
+    if (count == 0 && !base.training) return 0;  // a small last evaluation batch; evaluation sums nothing
+    double reduce_seconds = 0;
+    const Context ctx = layer_context(m.input_layer(), base, &reduce_seconds);
+    const auto t0 = Clock::now();
+    const double loss = device_->forward(count, images, labels, ctx);
+    if (!base.training) device_->logits(m.activation(m.logits_layer()).data());  // evaluation reads them
+    const auto t1 = Clock::now();
+    if (traced()) tracer().span(Track::main, "forward (every layer, on the device)", t0, t1, true);
+    times_.compute += Seconds(t1 - t0).count() - reduce_seconds;
+    times_.allreduce += reduce_seconds;
+    return loss;
+  }
+  // The host copy of the input also feeds slices sent from the input layer on the device path.
+  if (holds(m.input_layer()) && m.layer_batch(m.input_layer()) > 0) m.load_batch(images);
+  if (device_) {
+    device_->load_input(images, m.layer_batch(m.input_layer()), labels, m.layer_batch(m.loss_layer()), base);
+    std::fill(on_host_.begin(), on_host_.end(), false);
+    on_host_[m.input_layer()] = true;
+  }
+  double loss = 0;
+  for (int i = 0; i < m.size(); ++i) {
+    exchange_inputs(i);
+    // A held layer runs even on 0 samples (a small last evaluation batch), so
+    // its group reductions (batch norm) still match across the group.
+    if (!holds(i) || i == m.input_layer()) continue;
+    if (device_) {
+      if (m.layer_batch(i) == 0 && !base.training) continue;  // evaluation sums nothing over the group
+      timed_layer(i, "forward", base, [&](const Context& ctx) { device_->forward_layer(i, ctx); });
+      if (i == m.loss_layer()) loss = device_->loss();
+      if (i == m.logits_layer() && !base.training)  // evaluation reads them
+        device_->copy_out(DeviceModel::Buffer::activation, i, 0, m.activation(i).data(), m.activation(i).size());
+    } else {
+      forward_on_cpu(i, base);
+      if (i == m.loss_layer()) loss = m.activation(i).data()[0];
+    }
+  }
+  return loss;
+}
+
+void Executor::forward_on_cpu(int i, const Context& base) {
+  Model& m = *model_;
+  std::vector<const Tensor*> in;
+  std::vector<Tensor> views;
+  views.reserve(m.inputs(i).size());
+  for (size_t s = 0; s < m.inputs(i).size(); ++s) {
+    const int p = m.inputs(i)[s];
+    if (direct_[i][s]) {
+      in.push_back(&m.activation(p));
+    } else {
+      views.push_back(in_[i][s].view(m.layer(p).output_shape().with_batch(m.layer_batch(i))));
+      in.push_back(&views.back());
+    }
+  }
+  if (before_layer_) before_layer_();
+  timed_layer(i, "forward", base, [&](const Context& ctx) { m.layer(i).forward(in, m.activation(i), ctx); });
+}
+
+void Executor::set_traced(bool on) {
+  traced_ = on;
+  sync_->set_traced(on);
+}
+bool Executor::traced() const { return traced_ && tracer().active(); }
+
+void Executor::timed_layer(int i, const char* pass, const Context& base,
+                           const std::function<void(const Context&)>& run) {
+  double reduce_seconds = 0;
+  const Context ctx = layer_context(i, base, &reduce_seconds);
+  const auto t0 = Clock::now();
+  run(ctx);
+  const auto t1 = Clock::now();
+  if (traced()) tracer().span(Track::main, fmt::format("{} {}", pass, model_->layer(i).name()), t0, t1, true);
+  times_.compute += Seconds(t1 - t0).count() - reduce_seconds;
+  times_.allreduce += reduce_seconds;
+  layer_times_[i].allreduce += reduce_seconds;
+}
+
+void Executor::backward(const Context& base) {
+  Model& m = *model_;
+  if (device_ && whole_on_device_) {
+    double reduce_seconds = 0;
+    device_reduce_seconds_ = 0;
+    const Context ctx = layer_context(m.input_layer(), base, &reduce_seconds);
+    const auto t0 = Clock::now();
+    device_->backward(ctx);  // and the gradient sums
+    const auto t1 = Clock::now();
+    if (traced()) tracer().span(Track::main, "backward and gradient sums (every layer, on the device)", t0, t1, true);
+    reduce_seconds += device_reduce_seconds_;
+    times_.compute += Seconds(t1 - t0).count() - reduce_seconds;
+    times_.allreduce += reduce_seconds;
+    return;
+  }
+
+  // Parameter gradients are summed where they are: on the device when it
+  // has a transport (sync_ works there), else in the host Model (downloaded
+  // first when staged, uploaded after).
+  for (int i = m.size() - 1; i >= 0; --i) {
+    if (holds(i) && i != m.input_layer()) {
+      const auto [offset, count] = m.param_range(i);
+      const Communicator& group = groups_->group(sets_[i]);
+      if (device_) {
+        timed_layer(i, "backward", base, [&](const Context& ctx) { device_->backward_layer(i, ctx); });
+        if (staged() && count > 0 && group.size() > 1)
+          device_->copy_out(DeviceModel::Buffer::parameter_gradient, i, 0, m.grads().data() + offset, count);
+      } else {
+        backward_on_cpu(i, base);
+      }
+      sync_->layer_ready(offset, count, group);
+      if (per_layer_allreduce_) {
+        const auto w0 = Clock::now();
+        sync_->finish();
+        const auto w1 = Clock::now();
+        if (traced()) tracer().span(Track::gradient_sync, "allreduce " + m.layer(i).name(), w0, w1, true);
+        const double waited = Seconds(w1 - w0).count();
+        times_.allreduce += waited;
+        layer_times_[i].allreduce += waited;
+      }
+    }
+    exchange_input_gradients(i);
+    const auto t1 = Clock::now();
+    sync_->progress();
+    const auto t2 = Clock::now();
+    if (traced()) tracer().span(Track::gradient_sync, "allreduce progress", t1, t2, true);
+    times_.allreduce += Seconds(t2 - t1).count();
+  }
+  const int before = sync_->buckets_started();
+  if (reduce_flag_) reduce_flag_->store(true);
+  // Starting the last buckets and waiting for all: gradient sync time.
+  const auto t2 = Clock::now();
+  sync_->finish();
+  const auto t3 = Clock::now();
+  if (traced()) tracer().span(Track::gradient_sync, "allreduce wait (the step's last buckets)", t2, t3, true);
+  times_.allreduce += Seconds(t3 - t2).count();
+  if (reduce_flag_) reduce_flag_->store(false);
+  buckets_ = sync_->buckets_started() - before;
+  if (staged())
+    for (int i = 0; i < m.size(); ++i) {
+      const auto [offset, count] = m.param_range(i);
+      if (holds(i) && count > 0 && groups_->group(sets_[i]).size() > 1)
+        device_->copy_in(DeviceModel::Buffer::parameter_gradient, i, 0, m.grads().data() + offset, count);
+    }
+}
+
+void Executor::backward_on_cpu(int i, const Context& base) {
+  Model& m = *model_;
+  std::vector<const Tensor*> in;
+  std::vector<GradSlot> slots;
+  std::vector<Tensor> views, grad_views;
+  views.reserve(m.inputs(i).size());
+  grad_views.reserve(m.inputs(i).size());
+  for (size_t s = 0; s < m.inputs(i).size(); ++s) {
+    const int p = m.inputs(i)[s];
+    const bool data = p == m.input_layer();
+    if (direct_[i][s]) {
+      in.push_back(&m.activation(p));
+      slots.push_back({data ? nullptr : &m.gradient(p), m.accumulates(i, static_cast<int>(s))});
+    } else {
+      const Shape shape = m.layer(p).output_shape().with_batch(m.layer_batch(i));
+      views.push_back(in_[i][s].view(shape));
+      in.push_back(&views.back());
+      if (data) {
+        slots.push_back({nullptr, false});
+      } else {
+        grad_views.push_back(in_grad_[i][s].view(shape));
+        slots.push_back({&grad_views.back(), false});  // sent back, then overwritten or added there
+      }
+    }
+  }
+  if (before_layer_) before_layer_();
+  const Tensor& dout = i == m.loss_layer() ? m.loss_seed() : m.gradient(i);
+  timed_layer(i, "backward", base,
+              [&](const Context& ctx) { m.layer(i).backward(in, m.activation(i), dout, slots, ctx); });
+}
+
+// Device path of burst plans: slices move between ranks through the host
+// Model's buffers, which the exchanges read and write as on the CPU path.
+void Executor::activation_to_host(int layer) {
+  Model& m = *model_;
+  if (on_host_[layer] || !holds(layer)) return;
+  device_->copy_out(DeviceModel::Buffer::activation, layer, 0, m.activation(layer).data(), m.activation(layer).size());
+  on_host_[layer] = true;  // once per step, however many consumers read it
+}
+
+void Executor::copy_slot_in(int layer, int slot) {
+  Model& m = *model_;
+  const size_t floats = m.layer(m.inputs(layer)[slot]).output_shape().per_sample() * m.layer_batch(layer);
+  device_->copy_in(DeviceModel::Buffer::slot_input, layer, slot, in_[layer][slot].data(), floats);
+}
+
+// Before the backward exchange of (layer, slot): the slot's input gradient, and
+// the producer's gradient when the exchange adds to what earlier consumers
+// left there (the Model's accumulate contract).
+void Executor::gradients_to_host(int layer, int slot) {
+  Model& m = *model_;
+  const int p = m.inputs(layer)[slot];
+  const size_t per = m.layer(p).output_shape().per_sample();
+  if (holds(layer))
+    device_->copy_out(DeviceModel::Buffer::slot_gradient, layer, slot, in_grad_[layer][slot].data(),
+                      per * m.layer_batch(layer));
+  if (holds(p) && m.accumulates(layer, slot))
+    device_->copy_out(DeviceModel::Buffer::gradient, p, 0, m.gradient(p).data(), m.gradient(p).size());
+}
+
+void Executor::gradient_to_device(int producer) {
+  Model& m = *model_;
+  if (holds(producer))
+    device_->copy_in(DeviceModel::Buffer::gradient, producer, 0, m.gradient(producer).data(), m.gradient(producer).size());
+}
+
+// Before layer i's forward: the inputs whose producers run on other rank
+// sets, all in one exchange (one NCCL group on GPUs): each goes to a buffer
+// of its own. Staged through the host Model's buffers on a device without a
+// transport.
+void Executor::exchange_inputs(int i) {
+  Model& m = *model_;
+  std::vector<int> slots;
+  for (size_t s = 0; s < m.inputs(i).size(); ++s)
+    if (!direct_[i][s]) {
+      if (staged()) activation_to_host(m.inputs(i)[s]);
+      queue_exchange(i, static_cast<int>(s), false);
+      slots.push_back(static_cast<int>(s));
+    }
+  if (slots.empty()) return;
+  finish_exchanges(i, slots.front(), false);
+  if (staged() && holds(i))
+    for (int s : slots) copy_slot_in(i, s);
+}
+
+// After layer i's backward: its input gradients back to their producers, in
+// one exchange as long as the producers differ. Two slots of one producer
+// write the same gradient, the second adding to the first, so the second
+// waits for the first.
+void Executor::exchange_input_gradients(int i) {
+  Model& m = *model_;
+  std::vector<int> pending;
+  auto finish = [&] {
+    if (pending.empty()) return;
+    finish_exchanges(i, pending.front(), true);
+    if (staged())
+      for (int s : pending) gradient_to_device(m.inputs(i)[s]);
+    pending.clear();
+  };
+  for (size_t s = 0; s < m.inputs(i).size(); ++s) {
+    const int p = m.inputs(i)[s];
+    if (direct_[i][s] || p == m.input_layer()) continue;
+    for (int q : pending)
+      if (m.inputs(i)[q] == p) {
+        finish();
+        break;
+      }
+    if (staged()) gradients_to_host(i, static_cast<int>(s));
+    queue_exchange(i, static_cast<int>(s), true);
+    pending.push_back(static_cast<int>(s));
+  }
+  finish();
+}
+
+// Queues the pieces of one input slot. Forward: the producer's activations
+// (its slicing) -> this layer's input buffer (its slicing). Backward: this
+// layer's input gradient (its slicing) -> the producer's gradient (its
+// slicing), overwriting or adding as the model's gradient contract says. In
+// host memory through MPI, or between the device's buffers when the device
+// moves slices itself (device_transport_).
+void Executor::queue_exchange(int layer, int slot, bool backward) {
+  Model& m = *model_;
+  const int p = m.inputs(layer)[slot];
+  const size_t per = m.layer(p).output_shape().per_sample();
+  const bool accumulate = backward && m.accumulates(layer, slot);
+  const Slice mine_p = Plan::slice_of(sets_[p], rank_, batch_), mine_c = Plan::slice_of(sets_[layer], rank_, batch_);
+  float* producer = nullptr;  // its activations forward, its gradient backward
+  float* consumer = nullptr;  // this slot's input forward, its input gradient backward
+  SliceMover& mover = *mover_;
+  if (device_transport_) {
+    using B = DeviceModel::Buffer;
+    if (holds(p)) producer = device_->address(backward ? B::gradient : B::activation, p, 0);
+    if (holds(layer)) consumer = device_->address(backward ? B::slot_gradient : B::slot_input, layer, slot);
+  } else {
+    producer = backward ? m.gradient(p).data() : m.activation(p).data();
+    consumer = backward ? in_grad_[layer][slot].data() : in_[layer][slot].data();
+  }
+  const int tag = tag_of(layer, slot, backward);
+  const auto t0 = Clock::now();
+  for (const Piece& piece : overlap_pieces(sets_[p], sets_[layer], batch_)) {
+    if (piece.from != rank_ && piece.to != rank_) continue;
+    const size_t n = piece.count * per;
+    float* at_p = piece.from == rank_ ? producer + (piece.offset - mine_p.offset) * per : nullptr;
+    float* at_c = piece.to == rank_ ? consumer + (piece.offset - mine_c.offset) * per : nullptr;
+    // Backward reverses the roles: the consumer (piece.to) sends to the producer (piece.from).
+    float* src = backward ? at_c : at_p;
+    float* dst = backward ? at_p : at_c;
+    if (src && dst)
+      mover.keep(dst, src, n, accumulate);
+    else if (src)
+      mover.send(src, n, backward ? piece.from : piece.to, tag);
+    else
+      mover.receive(dst, n, backward ? piece.to : piece.from, tag, accumulate);
+  }
+  transfer_done(layer, t0, backward ? "send gradients of" : "send inputs of", slot);
+}
+
+void Executor::transfer_done(int layer, Clock::time_point t0, const char* what, int slot) {
+  const auto t1 = Clock::now();
+  if (traced())
+    tracer().span(Track::transfers,
+                  fmt::format("{} {}{}", what, model_->layer(layer).name(), slot < 0 ? "" : fmt::format(" slot {}", slot)),
+                  t0, t1, true);
+  times_.transfer += Seconds(t1 - t0).count();
+  layer_times_[layer].transfer += Seconds(t1 - t0).count();
+}
+
+// Moves every piece queued for `layer` in this direction; `first_slot` names
+// the wait site (wait.hpp).
+void Executor::finish_exchanges(int layer, int first_slot, bool backward) {
+  const auto t0 = Clock::now();
+  mover_->finish(&wait_sites_[layer][2 * first_slot + (backward ? 1 : 0)]);
+  transfer_done(layer, t0, backward ? "wait for gradients of" : "wait for inputs of", -1);
+}
+
+void Executor::share_from_owners(float* flat, size_t size, bool state_layout) {
+  Model& m = *model_;
+  std::vector<float> mine(size, 0.0f);
+  for (int i = 0; i < m.size(); ++i) {
+    if (sets_[i].front() != rank_) continue;
+    const auto [offset, count] = state_layout ? m.state_range(i) : m.param_range(i);
+    std::copy(flat + offset, flat + offset + count, mine.begin() + offset);
+  }
+  if (size > 0)
+    BP_MPI_CHECK(MPI_Allreduce(mine.data(), flat, static_cast<int>(size), MPI_FLOAT, MPI_SUM, groups_->world()));
+}
+
+}  // namespace burstpool

@@ -1,0 +1,311 @@
+// The ssgd run loop: data parallel or any burst plan over the world's ranks,
+// optionally with a background job beside it (src/multiplex/multiplex.cpp). The
+// learners' loop (src/sync/small_batch.cpp) is its sibling; the helpers both use
+// (progress, evaluation records, checkpoint cadence, resume, metrics) are in
+// src/run/trainer.cpp.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include <mpi.h>
+
+#include "burstpool/auto_plan.hpp"
+#include "burstpool/checkpoint.hpp"
+#include "burstpool/error.hpp"
+#include "burstpool/executor.hpp"
+#include "burstpool/memory.hpp"
+#include "burstpool/model.hpp"
+#include "burstpool/plan.hpp"
+#include "burstpool/run_log.hpp"
+#include "burstpool/runtime.hpp"
+#include "burstpool/session.hpp"
+#include "burstpool/stop.hpp"
+#include "burstpool/trace.hpp"
+#include "burstpool/trainer.hpp"
+#include "multiplex/multiplex.hpp"
+
+namespace burstpool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// With per-rank batch-norm statistics ([parallel] sync_batchnorm = false)
+// each layer's first rank's go to the layer's other ranks (as PyTorch DDP
+// broadcasts rank 0's buffers), so every rank evaluates the model the
+// checkpoint holds. Collective; nothing with statistics summed over groups,
+// which are the same on every rank already.
+void share_statistics(const JobConfig& job, Executor& exec) {
+  Model& m = exec.model();
+  if (job.sync_batchnorm || m.state().size() == 0) return;
+  DeviceModel* device = exec.device();
+  if (device) device->copy_out(DeviceModel::Buffer::state, -1, 0, m.state().data(), m.state().size());
+  exec.share_from_owners(m.state().data(), m.state().size(), true);
+  if (device) device->copy_in(DeviceModel::Buffer::state, -1, 0, m.state().data(), m.state().size());
+}
+
+// Test-set accuracy and mean loss through the same plan as training.
+EvalPoint evaluate(Executor& exec, const Dataset& test, const JobConfig& job) {
+  share_statistics(job, exec);
+  return evaluate_test_set(exec, test, 0, test.size(), job.seed);
+}
+
+Plan plan_for(const JobConfig& job, const ModelSpec& spec, int world_size, TrainResult& r) {
+  if (job.plan_path.empty()) return job_data_parallel_plan(job, spec, world_size);
+  if (job.plan_path == "auto") {
+    const AutoPlan made = auto_plan(job, spec, r.threads);
+    r.predicted_step_seconds = made.predicted_step_s;
+    r.plan_file = made.path;
+    return made.plan;
+  }
+  Plan plan = load_plan(job.plan_path);
+  if (plan.global_batch != job.batch_size)
+    throw Error(fmt::format("{}: the plan is for global batch {}, the job trains with batch {} (set --batch-size {})",
+                            job.plan_path, plan.global_batch, job.batch_size, plan.global_batch));
+  return plan;
+}
+
+// Every layer's parameters, state and momentum from the ranks that run it, on
+// every rank, then written by rank 0.
+void write_final_checkpoint(const JobConfig& job, Executor& exec, Sgd& sgd, int64_t steps, const std::string& history) {
+  Model& m = exec.model();
+  if (DeviceModel* device = exec.device()) device->to_host(sgd.velocity().data());
+  exec.share_from_owners(m.params().data(), m.params().size(), false);
+  exec.share_from_owners(m.state().data(), m.state().size(), true);
+  exec.share_from_owners(sgd.velocity().data(), sgd.velocity().size(), false);
+  if (world().rank == 0) write_checkpoint(job.checkpoint_path, m, sgd, {steps, job.seed, history});
+}
+
+// The job's plan, checked against the model and the world, and the memory
+// it needs against what the node has (collective).
+Plan checked_plan(const JobConfig& job, const ModelSpec& spec, TrainResult& r) {
+  const Plan plan = plan_for(job, spec, world().size, r);
+  validate_plan(plan, spec, world().size);
+  require_memory(job, spec, plan, MPI_COMM_WORLD);
+  return plan;
+}
+
+// One run of an ssgd job: its state, and the loop in pieces.
+class PlanRun {
+ public:
+  explicit PlanRun(const JobConfig& job);
+  TrainResult run();
+
+ private:
+  double wall() const { return r_.earlier_wall_seconds + seconds_since(wall_start_); }
+  double epoch_at(int64_t steps) const { return static_cast<double>(steps) / per_epoch_; }
+  void resume();
+  void print_banner();
+  void start_background();
+  double train_step(int64_t step);  // forward and update; the stop vote's outcome in stop_
+  void log_progress(int64_t step);
+  bool evaluate_now(int64_t step);  // true: the target accuracy was reached
+  void gather_time_splits(double run_seconds);
+  void finish();
+
+  const JobConfig& job_;
+  const WorldInfo& w_;
+  const Clock::time_point wall_start_ = Clock::now();
+  TrainResult r_;
+  const ModelSpec spec_;
+  const Plan plan_;
+  TrainingSession session_;
+  Executor& exec_;
+  const int64_t total_, per_epoch_, eval_every_;
+  const bool chatty_;
+  int64_t first_step_ = 0, total_run_ = 0;  // total_run_: less when stopped early
+  std::unique_ptr<Multiplexer> multiplex_;
+  StopVote vote_{MPI_COMM_WORLD};
+  int stop_ = 0;
+  double window_loss_ = 0;
+  int64_t window_steps_ = 0;
+  Clock::time_point window_start_, last_checkpoint_;  // set when the loop starts
+};
+
+PlanRun::PlanRun(const JobConfig& job)
+    : job_(job),
+      w_(world()),
+      r_(start_result(job)),
+      spec_(load_job_model(job)),
+      plan_(checked_plan(job, spec_, r_)),
+      session_(job, spec_, plan_, MPI_COMM_WORLD),
+      exec_(session_.exec()),
+      total_(session_.total_steps()),
+      per_epoch_(session_.steps_per_epoch()),
+      eval_every_(job.eval_every > 0 ? job.eval_every : per_epoch_),
+      chatty_(w_.rank == 0),
+      total_run_(total_) {
+  r_.model = spec_.name;
+  exec_.set_per_layer_allreduce(job.layer_timing);
+  use_job_device(job, exec_);
+  if (exec_.device()) r_.device = exec_.device()->describe();
+}
+
+void PlanRun::resume() {
+  if (job_.resume)
+    if (const std::optional<Resumed> from = resume_training(job_, session_.model(), session_.sgd(), MPI_COMM_WORLD)) {
+      first_step_ = from->step;
+      restore_run_history(r_, from->history);
+      if (chatty_) fmt::print("resuming from the checkpoint of step {} ({})\n", from->step, from->file);
+    }
+  if (DeviceModel* device = exec_.device()) device->from_host(session_.sgd().velocity().data());  // initial or resumed
+  if (!job_.trace_path.empty()) {
+    exec_.set_traced(true);
+    tracer().enable(job_.trace_first, job_.trace_end < 0 ? total_ : job_.trace_end);
+  }
+}
+
+void PlanRun::print_banner() {
+  if (!chatty_) return;
+  fmt::print("burstpool: job '{}', model '{}' ({} parameters), {} training samples, global batch {}, {} steps, "
+             "{} rank(s) x {} thread(s), {}, {}, job id {}\n",
+             job_.name, spec_.name, session_.model().param_count(), session_.data().train.size(), job_.batch_size,
+             total_, w_.size, r_.threads, job_.plan_path.empty() ? "data parallel" : "plan " + plan_.source,
+             exec_.device() ? exec_.device()->describe() : "CPU", w_.job_id);
+}
+
+void PlanRun::start_background() {
+  if (job_.background.job_path.empty()) return;
+  if (job_.background.calibrate_steps >= total_ - first_step_) {
+    const std::string why = fmt::format("[background] calibrate_steps: {} must be below the {} steps left to train "
+                                        "(the foreground first runs that many alone)",
+                                        job_.background.calibrate_steps, total_ - first_step_);
+    if (first_step_ == 0) throw Error(fmt::format("{}: {}", job_.file, why));
+    // A resumed run near its end (a requeue, say) finishes without its background rather than failing.
+    if (chatty_) fmt::print(stderr, "burstpool: warning: {}; the background job does not run in this part\n", why);
+    return;
+  }
+  multiplex_ = std::make_unique<Multiplexer>(job_, exec_);
+}
+
+double PlanRun::train_step(int64_t step) {
+  const auto t0 = Clock::now();
+  tracer().begin_step(step, t0);
+  const double loss = session_.forward(step);
+  if (!std::isfinite(loss))
+    throw Error(step == first_step_
+                    ? fmt::format("training loss is {} at the first step {}: the model's weights or the data hold "
+                                  "non-finite values, or the input is out of range",
+                                  loss, step)
+                    : fmt::format("training loss became {} at step {} (try a lower [optimizer] lr)", loss, step));
+  vote_.start();
+  session_.update(step);
+  stop_ = vote_.finish();
+  const auto t1 = Clock::now();
+  const double step_seconds = std::chrono::duration<double>(t1 - t0).count();
+  tracer().end_step(t1);
+  r_.train_seconds += step_seconds;
+  if (multiplex_) multiplex_->step_finished(step_seconds);
+  window_loss_ += loss;
+  ++window_steps_;
+  return loss;
+}
+
+void PlanRun::log_progress(int64_t step) {
+  r_.final_loss = sum_over_world(window_loss_) / window_steps_;
+  const double rate = window_steps_ * job_.batch_size / std::max(1e-9, seconds_since(window_start_));
+  const double lr = session_.schedule().at(step);
+  if (chatty_)
+    fmt::print("step {}/{} | epoch {:.2f} | loss {:.4f} | {:.0f} samples/s | lr {:.4g} | ETA {}{}\n", step + 1, total_,
+               epoch_at(step + 1), r_.final_loss, rate, lr, eta((total_ - step - 1) * job_.batch_size / rate),
+               multiplex_ ? multiplex_->progress() : "");
+  std::fflush(stdout);
+  run_log().progress(wall(), step + 1, epoch_at(step + 1), r_.final_loss, rate, lr);
+  window_loss_ = 0;
+  window_steps_ = 0;
+  window_start_ = Clock::now();
+}
+
+bool PlanRun::evaluate_now(int64_t step) {
+  const auto e0 = Clock::now();
+  const TimeSplit before = exec_.times();
+  EvalPoint p = evaluate(exec_, session_.data().test, job_);
+  tracer().span(Track::main, "evaluation", e0, false);
+  exec_.times() = before;  // the time split covers training only
+  p.step = step + 1;
+  p.epoch = epoch_at(step + 1);
+  const bool reached = record_evaluation(r_, job_, p, "step", seconds_since(e0), wall(), chatty_);
+  window_start_ = Clock::now();  // evaluation is not training time
+  return reached;
+}
+
+// Each rank's compute, transfer, allreduce and idle seconds and peak memory
+// (gathered on rank 0), and with [job] layer_timing each layer's slowest
+// rank's transfer and reduction seconds per step.
+void PlanRun::gather_time_splits(double run_seconds) {
+  const TimeSplit& t = exec_.times();
+  constexpr int kFields = 5;
+  const double mine[kFields] = {t.compute, t.transfer, t.allreduce,
+                                std::max(0.0, run_seconds - t.compute - t.transfer - t.allreduce),
+                                static_cast<double>(peak_resident_bytes())};
+  std::vector<double> all(kFields * w_.size);
+  BP_MPI_CHECK(MPI_Gather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  for (int k = 0; k < w_.size; ++k) {
+    const double* f = &all[kFields * k];
+    r_.per_rank.push_back({f[0], f[1], f[2], f[3], f[4]});
+  }
+  if (!job_.layer_timing) return;
+  Model& model = session_.model();
+  std::vector<double> local, worst(2 * model.size());
+  for (const LayerTimes& lt : exec_.layer_times()) local.insert(local.end(), {lt.transfer, lt.allreduce});
+  BP_MPI_CHECK(MPI_Reduce(local.data(), worst.data(), static_cast<int>(local.size()), MPI_DOUBLE, MPI_MAX, 0,
+                          MPI_COMM_WORLD));
+  for (int i = 0; i < model.size(); ++i)
+    r_.per_layer.push_back(
+        {model.layer(i).name(), exec_.ranks_of(i), worst[2 * i] / total_run_, worst[2 * i + 1] / total_run_});
+}
+
+void PlanRun::finish() {
+  if (window_steps_ > 0) r_.final_loss = sum_over_world(window_loss_) / window_steps_;  // stopped at the target
+  if (multiplex_) r_.multiplex = multiplex_->finish();
+  r_.steps = total_run_;
+  r_.epochs = epoch_at(total_run_);
+  const double run_seconds = r_.train_seconds - r_.earlier_train_seconds;  // this run's, since the resume
+  r_.samples_per_second = (total_run_ - first_step_) * job_.batch_size / std::max(1e-9, run_seconds);
+  r_.forward_gflop_per_sample = session_.model().forward_flops_per_sample() / 1e9;
+  r_.achieved_gflops = 3.0 * r_.forward_gflop_per_sample * r_.samples_per_second;
+  gather_time_splits(run_seconds);
+  r_.wall_seconds = wall();
+  if (!job_.checkpoint_path.empty())
+    write_final_checkpoint(job_, exec_, session_.sgd(), total_run_, run_history(r_, r_.wall_seconds));
+  if (!job_.trace_path.empty()) {
+    const size_t events = tracer().write(job_.trace_path, fmt::format("burstpool train {}", job_.file));
+    if (chatty_) fmt::print("trace: {} events on {} rank(s) in {}\n", events, w_.size, job_.trace_path);
+  }
+}
+
+TrainResult PlanRun::run() {
+  resume();
+  print_banner();
+  start_background();
+  window_start_ = last_checkpoint_ = Clock::now();  // after the background's calibration
+  run_log().record("start", wall(), {{"job", job_.name}, {"first_step", first_step_}, {"ranks", w_.size}});
+  for (int64_t step = first_step_; step < total_; ++step) {
+    train_step(step);
+    const bool last = step + 1 == total_;
+    if (!last && !stop_ && checkpoint_due(job_, step, last_checkpoint_)) {
+      const auto c0 = Clock::now();
+      write_final_checkpoint(job_, exec_, session_.sgd(), step + 1, run_history(r_, wall()));
+      tracer().span(Track::main, "checkpoint", c0, false);
+      last_checkpoint_ = window_start_ = Clock::now();  // checkpointing is not training time
+    }
+    if ((step + 1) % job_.log_every == 0 || last || stop_) log_progress(step);
+    if (stop_) {  // the checkpoint and metrics below, no evaluation: the scheduler's kill may be near
+      total_run_ = step + 1;
+      r_.stopped_by = stop_signal_name(stop_);
+      break;
+    }
+    if (session_.data().has_test && ((step + 1) % eval_every_ == 0 || last) && evaluate_now(step)) {
+      total_run_ = step + 1;
+      break;
+    }
+  }
+  finish();
+  return r_;
+}
+
+}  // namespace
+
+TrainResult train_plan(const JobConfig& job) { return PlanRun(job).run(); }
+
+}  // namespace burstpool
