@@ -159,91 +159,113 @@ class Winograd final : public ConvKernel {
                 int n) override {
     transform_weights(weight);
     const int per = ty_ * tx_, chunk = chunk_samples();
-    const size_t kc = static_cast<size_t>(k_) * c_;
-    du_.assign(AA * kc, 0.0f);
+    du_.assign(AA * static_cast<size_t>(k_) * c_, 0.0f);
     if (dx && !accumulate) std::fill_n(dx, static_cast<size_t>(n) * c_ * h_ * w_, 0.0f);
-    static const Transposed<A, A> B(Mat::BT);  // B = (B^T)^T
-    static const Transposed<M, A> Am(Mat::AT);  // A = (A^T)^T
     const bool saved = saved_batch_ == n;  // forward kept the transformed input of this batch
     for (int s0 = 0; s0 < n; s0 += chunk) {
       const int samples = std::min(chunk, n - s0), t = samples * per;
-      const size_t ct = static_cast<size_t>(c_) * t, kt = static_cast<size_t>(k_) * t;
+      const size_t ct = static_cast<size_t>(c_) * t;
       float* v = saved ? saved_v_.data() + static_cast<size_t>(AA) * c_ * per * s0 : chunk_input(s0, ct);
-      m_.resize(AA * kt);
       if (!saved) transform_input(x, s0, samples, v);
-      // dM = A dY A^T per out channel: gather dY tiles (zero outside the output), transform.
+      transform_output_gradient(dy, s0, samples);
+      chunk_gemms(v, t, dx != nullptr);
+      if (dx) add_input_gradient(dx, s0, samples);
+    }
+    weight_gradient(dweight);
+  }
+
+ private:
+  // dM = A dY A^T per out channel, into m_: dY's tiles of one chunk gathered
+  // (zero outside the output), then transformed.
+  void transform_output_gradient(const float* dy, int s0, int samples) {
+    static const Transposed<M, A> Am(Mat::AT);  // A = (A^T)^T
+    const int per = ty_ * tx_, t = samples * per;
+    const size_t kt = static_cast<size_t>(k_) * t;
+    m_.resize(AA * kt);
 #pragma omp parallel if (parallel : worth_threads(kt * AA))
-      {
-        std::vector<float> g(static_cast<size_t>(M) * M * t), tmp(static_cast<size_t>(A) * M * t);
+    {
+      std::vector<float> g(static_cast<size_t>(M) * M * t), tmp(static_cast<size_t>(A) * M * t);
 #pragma omp for
-        for (int kk = 0; kk < k_; ++kk) {
-          for (int s = 0; s < samples; ++s) {
-            const float* plane = dy + (static_cast<size_t>(s0 + s) * k_ + kk) * oh_ * ow_;
-            float* tiles = g.data() + s * per;
-            // Tile cells past the output's edge are zero.
-            for (int ty = 0; ty < ty_; ++ty)
-              for (int p = 0; p < M; ++p) {
-                float* dst = tiles + p * M * static_cast<size_t>(t) + ty * tx_;
-                const int oy = ty * M + p;
-                for (int ox = 0; ox < tx_ * M; ++ox)
-                  dst[(ox % M) * static_cast<size_t>(t) + ox / M] = (oy < oh_ && ox < ow_) ? plane[oy * ow_ + ox] : 0.0f;
-              }
-          }
-          sandwich(Am.m, Am.m, g.data(), t, m_.data() + kk * static_cast<size_t>(t), kt, tmp.data(), t);
-        }
-      }
-      if (dx) dv_.resize(AA * ct);
-#pragma omp parallel for if (parallel : omp_get_max_threads() > 1)
-      for (int xi = 0; xi < AA; ++xi) {
-        gemm(false, true, k_, c_, t, 1.0f, m_.data() + xi * kt, t, v + xi * ct, t, 1.0f,
-             du_.data() + xi * kc, c_);
-        if (dx)
-          gemm(true, false, c_, t, k_, 1.0f, u_.data() + xi * kc, c_, m_.data() + xi * kt, t, 0.0f,
-               dv_.data() + xi * ct, t);
-      }
-      if (!dx) continue;
-      // dD = B dV B^T per in channel, then summed into dx over overlapping tiles
-      // (through a padded plane, so no bounds checks per element).
-      const int ph2 = ty_ * M + 2, pw2 = tx_ * M + 2;
-#pragma omp parallel if (parallel : worth_threads(ct * AA))
-      {
-        std::vector<float> d(static_cast<size_t>(AA) * t), tmp(static_cast<size_t>(AA) * t);
-        std::vector<float> pad(static_cast<size_t>(ph2) * pw2);
-#pragma omp for
-        for (int ch = 0; ch < c_; ++ch) {
-          sandwich(B.m, B.m, dv_.data() + ch * static_cast<size_t>(t), ct, d.data(), t, tmp.data(), t);
-          for (int s = 0; s < samples; ++s) {
-            std::fill(pad.begin(), pad.end(), 0.0f);
-            for (int ty = 0; ty < ty_; ++ty)
-              for (int i = 0; i < A; ++i) {
-                float* row = pad.data() + static_cast<size_t>(ty * M + i) * pw2;
-                const float* src = d.data() + i * A * static_cast<size_t>(t) + s * per + ty * tx_;
-                for (int tx = 0; tx < tx_; ++tx)
-                  for (int j = 0; j < A; ++j) row[tx * M + j] += src[j * static_cast<size_t>(t) + tx];
-              }
-            float* plane = dx + (static_cast<size_t>(s0 + s) * c_ + ch) * h_ * w_;
-            for (int yy = 0; yy < h_; ++yy) {
-              const int py = yy + ph_;
-              if (py >= ph2) break;
-              const int count = std::min(w_, pw2 - pw_);
-              const float* src = pad.data() + static_cast<size_t>(py) * pw2 + pw_;
-              float* dst = plane + static_cast<size_t>(yy) * w_;
-#pragma omp simd
-              for (int xx = 0; xx < count; ++xx) dst[xx] += src[xx];
+      for (int kk = 0; kk < k_; ++kk) {
+        for (int s = 0; s < samples; ++s) {
+          const float* plane = dy + (static_cast<size_t>(s0 + s) * k_ + kk) * oh_ * ow_;
+          float* tiles = g.data() + s * per;
+          // Tile cells past the output's edge are zero.
+          for (int ty = 0; ty < ty_; ++ty)
+            for (int p = 0; p < M; ++p) {
+              float* dst = tiles + p * M * static_cast<size_t>(t) + ty * tx_;
+              const int oy = ty * M + p;
+              for (int ox = 0; ox < tx_ * M; ++ox)
+                dst[(ox % M) * static_cast<size_t>(t) + ox / M] = (oy < oh_ && ox < ow_) ? plane[oy * ow_ + ox] : 0.0f;
             }
+        }
+        sandwich(Am.m, Am.m, g.data(), t, m_.data() + kk * static_cast<size_t>(t), kt, tmp.data(), t);
+      }
+    }
+  }
+
+  // Per transformed element: dU += dM V^T, and (when dx is wanted) dV = U^T dM.
+  void chunk_gemms(const float* v, int t, bool want_dx) {
+    const size_t kc = static_cast<size_t>(k_) * c_, ct = static_cast<size_t>(c_) * t,
+                 kt = static_cast<size_t>(k_) * t;
+    if (want_dx) dv_.resize(AA * ct);
+#pragma omp parallel for if (parallel : omp_get_max_threads() > 1)
+    for (int xi = 0; xi < AA; ++xi) {
+      gemm(false, true, k_, c_, t, 1.0f, m_.data() + xi * kt, t, v + xi * ct, t, 1.0f, du_.data() + xi * kc, c_);
+      if (want_dx)
+        gemm(true, false, c_, t, k_, 1.0f, u_.data() + xi * kc, c_, m_.data() + xi * kt, t, 0.0f,
+             dv_.data() + xi * ct, t);
+    }
+  }
+
+  // dD = B dV B^T per in channel, then summed into dx over overlapping tiles
+  // (through a padded plane, so no bounds checks per element).
+  void add_input_gradient(float* dx, int s0, int samples) {
+    static const Transposed<A, A> B(Mat::BT);  // B = (B^T)^T
+    const int per = ty_ * tx_, t = samples * per;
+    const size_t ct = static_cast<size_t>(c_) * t;
+    const int ph2 = ty_ * M + 2, pw2 = tx_ * M + 2;
+#pragma omp parallel if (parallel : worth_threads(ct * AA))
+    {
+      std::vector<float> d(static_cast<size_t>(AA) * t), tmp(static_cast<size_t>(AA) * t);
+      std::vector<float> pad(static_cast<size_t>(ph2) * pw2);
+#pragma omp for
+      for (int ch = 0; ch < c_; ++ch) {
+        sandwich(B.m, B.m, dv_.data() + ch * static_cast<size_t>(t), ct, d.data(), t, tmp.data(), t);
+        for (int s = 0; s < samples; ++s) {
+          std::fill(pad.begin(), pad.end(), 0.0f);
+          for (int ty = 0; ty < ty_; ++ty)
+            for (int i = 0; i < A; ++i) {
+              float* row = pad.data() + static_cast<size_t>(ty * M + i) * pw2;
+              const float* src = d.data() + i * A * static_cast<size_t>(t) + s * per + ty * tx_;
+              for (int tx = 0; tx < tx_; ++tx)
+                for (int j = 0; j < A; ++j) row[tx * M + j] += src[j * static_cast<size_t>(t) + tx];
+            }
+          float* plane = dx + (static_cast<size_t>(s0 + s) * c_ + ch) * h_ * w_;
+          for (int yy = 0; yy < h_; ++yy) {
+            const int py = yy + ph_;
+            if (py >= ph2) break;
+            const int count = std::min(w_, pw2 - pw_);
+            const float* src = pad.data() + static_cast<size_t>(py) * pw2 + pw_;
+            float* dst = plane + static_cast<size_t>(yy) * w_;
+#pragma omp simd
+            for (int xx = 0; xx < count; ++xx) dst[xx] += src[xx];
           }
         }
       }
     }
-    // dg = G^T dU G for every (out, in) channel pair.
+  }
+
+  // dg = G^T dU G for every (out, in) channel pair.
+  void weight_gradient(float* dweight) const {
     static const Transposed<A, 3> Gt(Mat::G);
+    const size_t kc = static_cast<size_t>(k_) * c_;
     std::vector<float> dg(9 * kc), tmp(3 * A * kc);
     sandwich(Gt.m, Gt.m, du_.data(), kc, dg.data(), kc, tmp.data(), static_cast<int>(kc));
     for (size_t i = 0; i < kc; ++i)
       for (int e = 0; e < 9; ++e) dweight[i * 9 + e] = dg[e * kc + i];
   }
 
- private:
   // Where chunk s0's transformed input goes: the saved batch buffer, else scratch.
   float* chunk_input(int s0, size_t ct) {
     if (saved_batch_) return saved_v_.data() + static_cast<size_t>(AA) * c_ * ty_ * tx_ * s0;

@@ -2,7 +2,7 @@
 """The shape of the source tree: the include graph between folders, the rules
 it must keep, and the longest functions.
 
-    python3 scripts/code_shape.py [--check] [--max-function-lines 80]
+    python3 scripts/code_shape.py [--check] [--max-function-lines 80] [--root DIR]
 
 Folders are the build's targets (src/base, layers, comm, cuda, src/cli) and
 the core's stages (src/model, plan, run, sync, multiplex, io); include/
@@ -23,7 +23,7 @@ import os
 import re
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # --root changes it
 STAGES = ["job", "model", "plan", "run", "sync", "multiplex", "io"]
 CORE = set(STAGES)
 # What each folder may include besides the public headers (include/) and itself.
@@ -191,7 +191,11 @@ def main():
     ap.add_argument("--check", action="store_true", help="exit 1 when a rule is broken")
     ap.add_argument("--max-function-lines", type=int, default=80)
     ap.add_argument("--top", type=int, default=8, help="how many of the longest functions to list")
+    ap.add_argument("--root", help="the source tree to read (default: the one holding this script)")
     args = ap.parse_args()
+    global ROOT
+    if args.root:
+        ROOT = os.path.abspath(args.root)
 
     files = list(sources())
     problems = []

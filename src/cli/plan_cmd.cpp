@@ -38,6 +38,77 @@ void print_plan(const PlanResult& r, double amp, const std::string& rule) {
              1e3 * r.iteration_s, 1e3 * r.device_s, std::isfinite(amp) ? fmt::format("{}", amp) : "none",
              std::isfinite(amp) ? ", " + rule + " rule" : "");
 }
+
+void write_data_parallel(const PlanArgs& args, const ModelSpec& spec) {
+  if (args.out.empty()) throw Error("--data-parallel needs --out");
+  save_plan(data_parallel_plan_within(spec, args.ranks, args.batch), args.out);
+  fmt::print("wrote {}: {} layers on ranks 0..{}, global batch {}{}\n", args.out, spec.layers.size(),
+             std::min(args.ranks, args.batch) - 1, args.batch,
+             args.batch < args.ranks ? fmt::format(" (a batch of {} leaves ranks {}..{} without work)", args.batch,
+                                                   args.batch, args.ranks - 1)
+                                     : "");
+}
+
+PlannerOptions planner_options(const PlanArgs& args) {
+  PlannerOptions o;
+  o.ranks = args.ranks;
+  o.global_batch = args.batch;
+  float amp = 0;
+  if (args.amp == "none")
+    o.amp_limit = INFINITY;
+  else if (parse_float(args.amp, amp))
+    o.amp_limit = amp;
+  else
+    throw Error(fmt::format("--amp-limit '{}' is not a number or 'none'", args.amp));
+  if (!(o.amp_limit >= 1)) throw Error(fmt::format("--amp-limit {} must be >= 1", args.amp));
+  o.soft_limit = args.soft;
+  o.amp_rule = amp_rule_named(args.rule);
+  std::tie(o.p2p, o.allreduce) = args.network.resolve("plan");
+  return o;
+}
+
+// --summary: the plan's predicted times beside data parallel's, per layer.
+void write_summary(const PlanArgs& args, const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& o,
+                   const PlanResult& r, double took) {
+  // Data parallel can use at most one rank per sample.
+  const PlanResult dp =
+      plan_cost(spec, profile, o, data_parallel_plan(spec, std::min(o.ranks, o.global_batch), o.global_batch));
+  std::vector<int> counts;
+  nlohmann::json layers = nlohmann::json::array();
+  for (const PlannedLayer& l : r.layers) {
+    counts.push_back(l.ranks);
+    layers.push_back({{"name", l.name}, {"ranks", l.ranks}, {"compute_s", l.compute_s}, {"sync_s", l.sync_s},
+                      {"transfer_s", l.transfer_s}, {"amplification", l.amplification}});
+  }
+  write_json(args.summary,
+             {{"model", spec.name}, {"ranks", o.ranks}, {"global_batch", o.global_batch},
+              {"amp_limit", std::isfinite(o.amp_limit) ? nlohmann::json(o.amp_limit) : nlohmann::json("none")},
+              {"iteration_s", r.iteration_s}, {"device_s", r.device_s},
+              {"data_parallel_iteration_s", dp.iteration_s}, {"data_parallel_device_s", dp.device_s},
+              {"amp_rule", args.rule}, {"layer_ranks", counts}, {"layers", layers}, {"planning_seconds", took},
+              {"profile_device", profile.device}, {"profile_threads", profile.threads}});
+}
+
+void run_plan(const PlanArgs& args) {
+  if (args.ranks < 1) throw Error(fmt::format("--ranks {} must be >= 1", args.ranks));
+  if (args.batch < 1) throw Error(fmt::format("--global-batch {} must be >= 1", args.batch));
+  ModelSpec spec = load_model_spec(args.model);
+  if (args.data_parallel) return write_data_parallel(args, spec);
+  if (args.profile.empty()) throw Error("plan needs --profile (or --data-parallel)");
+  const PlannerOptions o = planner_options(args);
+  ModelProfile profile = load_profile(args.profile, spec);
+  const auto t0 = std::chrono::steady_clock::now();
+  PlanResult r = plan_model(spec, profile, o);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  print_plan(r, o.amp_limit, args.rule);
+  fmt::print("planned {} layers for {} ranks in {:.3f} s\n", r.layers.size(), o.ranks, took);
+  if (!args.out.empty()) {
+    save_plan(r.plan, args.out);
+    fmt::print("wrote {}\n", args.out);
+  }
+  if (!args.summary.empty()) write_summary(args, spec, profile, o, r, took);
+}
+
 }  // namespace
 
 Command add_plan(CLI::App& app) {
@@ -59,68 +130,7 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--out", args->out, "Plan file to write (JSON)");
   sub->add_option("--summary", args->summary,
                   "Write the predicted iteration time and device-time of the plan and of data parallel (JSON)");
-  return {sub, [args] {
-            if (args->ranks < 1) throw Error(fmt::format("--ranks {} must be >= 1", args->ranks));
-            if (args->batch < 1) throw Error(fmt::format("--global-batch {} must be >= 1", args->batch));
-            ModelSpec spec = load_model_spec(args->model);
-            if (args->data_parallel) {
-              if (args->out.empty()) throw Error("--data-parallel needs --out");
-              save_plan(data_parallel_plan_within(spec, args->ranks, args->batch), args->out);
-              fmt::print("wrote {}: {} layers on ranks 0..{}, global batch {}{}\n", args->out, spec.layers.size(),
-                         std::min(args->ranks, args->batch) - 1, args->batch,
-                         args->batch < args->ranks
-                             ? fmt::format(" (a batch of {} leaves ranks {}..{} without work)", args->batch,
-                                           args->batch, args->ranks - 1)
-                             : "");
-              return;
-            }
-            if (args->profile.empty()) throw Error("plan needs --profile (or --data-parallel)");
-            PlannerOptions o;
-            o.ranks = args->ranks;
-            o.global_batch = args->batch;
-            float amp = 0;
-            if (args->amp == "none")
-              o.amp_limit = INFINITY;
-            else if (parse_float(args->amp, amp))
-              o.amp_limit = amp;
-            else
-              throw Error(fmt::format("--amp-limit '{}' is not a number or 'none'", args->amp));
-            if (!(o.amp_limit >= 1)) throw Error(fmt::format("--amp-limit {} must be >= 1", args->amp));
-            o.soft_limit = args->soft;
-            o.amp_rule = amp_rule_named(args->rule);
-            std::tie(o.p2p, o.allreduce) = args->network.resolve("plan");
-            ModelProfile profile = load_profile(args->profile, spec);
-            const auto t0 = std::chrono::steady_clock::now();
-            PlanResult r = plan_model(spec, profile, o);
-            const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            print_plan(r, o.amp_limit, args->rule);
-            fmt::print("planned {} layers for {} ranks in {:.3f} s\n", r.layers.size(), o.ranks, took);
-            if (!args->out.empty()) {
-              save_plan(r.plan, args->out);
-              fmt::print("wrote {}\n", args->out);
-            }
-            if (!args->summary.empty()) {
-              // Data parallel can use at most one rank per sample.
-              const PlanResult dp =
-                  plan_cost(spec, profile, o, data_parallel_plan(spec, std::min(o.ranks, o.global_batch), o.global_batch));
-              std::vector<int> counts;
-              nlohmann::json layers = nlohmann::json::array();
-              for (const PlannedLayer& l : r.layers) {
-                counts.push_back(l.ranks);
-                layers.push_back({{"name", l.name}, {"ranks", l.ranks}, {"compute_s", l.compute_s},
-                                  {"sync_s", l.sync_s}, {"transfer_s", l.transfer_s},
-                                  {"amplification", l.amplification}});
-              }
-              write_json(args->summary,
-                         {{"model", spec.name}, {"ranks", o.ranks}, {"global_batch", o.global_batch},
-                          {"amp_limit", std::isfinite(o.amp_limit) ? nlohmann::json(o.amp_limit) : nlohmann::json("none")},
-                          {"iteration_s", r.iteration_s}, {"device_s", r.device_s},
-                          {"data_parallel_iteration_s", dp.iteration_s}, {"data_parallel_device_s", dp.device_s},
-                          {"amp_rule", args->rule}, {"layer_ranks", counts}, {"layers", layers},
-                          {"planning_seconds", took}, {"profile_device", profile.device},
-                          {"profile_threads", profile.threads}});
-            }
-          }};
+  return {sub, [args] { run_plan(*args); }};
 }
 
 }  // namespace burstpool::cli

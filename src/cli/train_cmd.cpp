@@ -56,6 +56,87 @@ struct TrainArgs {
   std::vector<std::string> sets;
   bool resume = false;
 };
+
+// The job file with the command line's flags applied, as --set overrides.
+JobConfig job_of(const TrainArgs& args) {
+  std::vector<std::string> overrides;
+  auto flag = [&](long long v, const char* key) {
+    if (v >= 0) overrides.push_back(fmt::format("{}={}", key, v));
+  };
+  flag(args.steps, "train.steps");
+  flag(args.epochs, "train.epochs");
+  flag(args.batch, "train.batch_size");
+  flag(args.seed, "job.seed");
+  if (!args.metrics.empty()) overrides.push_back("output.metrics=" + args.metrics);
+  if (!args.checkpoint.empty()) overrides.push_back("output.checkpoint=" + args.checkpoint);
+  if (!args.plan.empty())
+    overrides.push_back("parallel.plan=" + (args.plan == "auto" ? args.plan : absolute(args.plan)));
+  overrides.insert(overrides.end(), args.sets.begin(), args.sets.end());
+  JobConfig job = load_job(args.job, overrides);
+  job.resume = args.resume;
+  job.trace_path = absolute(args.trace);
+  std::tie(job.trace_first, job.trace_end) = trace_steps(args.trace_steps);
+  job.metrics_path = expand_output_path(job.metrics_path, job.name);
+  job.checkpoint_path = expand_output_path(job.checkpoint_path, job.name);
+  job.log_path = expand_output_path(job.log_path, job.name);
+  return job;
+}
+
+// Rank 0 writes every output; an error here ends every rank.
+void prepare_outputs(const JobConfig& job) {
+  if (world().rank == 0)
+    for (const std::string& stale : check_outputs({{"[output] metrics", job.metrics_path},
+                                                   {"[output] checkpoint", job.checkpoint_path},
+                                                   {"[output] log", job.log_path},
+                                                   {"--trace", job.trace_path}}))
+      fmt::print("removed {}, left by a writer that died\n", stale);
+  run_log().open(job.log_path);
+}
+
+void write_metrics(const JobConfig& job, const TrainResult& result) {
+  if (job.metrics_path.empty() || world().rank != 0) return;
+  const nlohmann::json metrics = metrics_json(result);
+  const std::string where = write_with_fallback(job.metrics_path, [&](const std::string& p) { write_json(p, metrics); });
+  if (where != job.metrics_path)
+    fmt::print(stderr, "burstpool: warning: could not write the metrics to {}; they are in {}\n", job.metrics_path,
+               where);
+}
+
+// Rank 0's closing lines: the run, the plan's prediction, the multiplexing figures.
+void print_summary(const TrainResult& result) {
+  if (world().rank != 0) return;
+  fmt::print("done: {} steps in {:.1f} s, {:.1f} samples/s, final loss {:.4f}, test accuracy {}\n", result.steps,
+             result.wall_seconds, result.samples_per_second, result.final_loss,
+             std::isfinite(result.test_accuracy) ? fmt::format("{:.4f}", result.test_accuracy) : "n/a");
+  if (!result.plan_file.empty())
+    fmt::print("plan auto: predicted step {:.2f} ms, measured {:.2f} ms ({})\n", 1e3 * result.predicted_step_seconds,
+               1e3 * result.measured_step_seconds(), result.plan_file);
+  if (result.multiplex) {
+    const MultiplexResult& m = *result.multiplex;
+    fmt::print("multiplexing: cluster throughput {:.3f} against data parallel alone ({:.3f} against the "
+               "foreground's own plan alone); foreground slowdown {:.3f}, background {:.0f} of {:.0f} "
+               "samples/s alone\n",
+               m.cluster_throughput_vs_data_parallel, m.cluster_throughput_vs_own_plan, m.foreground_slowdown,
+               m.background.shared_samples_per_second, m.background.alone_samples_per_second);
+  }
+}
+
+// A run stopped by a signal or the time limit: say how to go on, and exit
+// with the status that says so.
+void report_stop(const JobConfig& job, const TrainResult& result) {
+  if (result.stopped_by.empty()) return;
+  if (world().rank == 0)
+    fmt::print("stopped early by {} after {} steps{}; run again with --resume to continue\n", result.stopped_by,
+               result.steps,
+               job.checkpoint_path.empty() ? " (no checkpoint path: the progress is lost)"
+                                           : ", checkpoint " + job.checkpoint_path);
+  std::fflush(stdout);
+  // Every rank leaves only after rank 0 wrote: a launcher that kills the job
+  // at the first non-zero exit must not cut it short.
+  BP_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  exit_status = kStoppedExitStatus;
+}
+
 }  // namespace
 
 Command add_train(CLI::App& app) {
@@ -81,72 +162,14 @@ Command add_train(CLI::App& app) {
                   "idle time, evaluations, checkpoints, the background job (docs/parallel.md)");
   sub->add_option("--trace-steps", args->trace_steps, "Steps to trace, A:B for steps A to B-1 (default 0:, every step)");
   return {sub, [args] {
-            std::vector<std::string> overrides;
-            auto flag = [&](long long v, const char* key) {
-              if (v >= 0) overrides.push_back(fmt::format("{}={}", key, v));
-            };
-            flag(args->steps, "train.steps");
-            flag(args->epochs, "train.epochs");
-            flag(args->batch, "train.batch_size");
-            flag(args->seed, "job.seed");
-            if (!args->metrics.empty()) overrides.push_back("output.metrics=" + args->metrics);
-            if (!args->checkpoint.empty()) overrides.push_back("output.checkpoint=" + args->checkpoint);
-            if (!args->plan.empty())
-              overrides.push_back("parallel.plan=" + (args->plan == "auto" ? args->plan : absolute(args->plan)));
-            overrides.insert(overrides.end(), args->sets.begin(), args->sets.end());
-            JobConfig job = load_job(args->job, overrides);
-            job.resume = args->resume;
-            job.trace_path = absolute(args->trace);
-            std::tie(job.trace_first, job.trace_end) = trace_steps(args->trace_steps);
-            job.metrics_path = expand_output_path(job.metrics_path, job.name);
-            job.checkpoint_path = expand_output_path(job.checkpoint_path, job.name);
-            job.log_path = expand_output_path(job.log_path, job.name);
-            if (world().rank == 0)  // rank 0 writes every output; an error here ends every rank
-              for (const std::string& stale : check_outputs({{"[output] metrics", job.metrics_path},
-                                                             {"[output] checkpoint", job.checkpoint_path},
-                                                             {"[output] log", job.log_path},
-                                                             {"--trace", job.trace_path}}))
-                fmt::print("removed {}, left by a writer that died\n", stale);
-            run_log().open(job.log_path);
+            const JobConfig job = job_of(*args);
+            prepare_outputs(job);
             install_stop_handlers();
             TrainResult result = train(job);
             result.hosts = world_hosts();
-            if (!job.metrics_path.empty() && world().rank == 0) {
-              const nlohmann::json metrics = metrics_json(result);
-              const std::string where =
-                  write_with_fallback(job.metrics_path, [&](const std::string& p) { write_json(p, metrics); });
-              if (where != job.metrics_path)
-                fmt::print(stderr, "burstpool: warning: could not write the metrics to {}; they are in {}\n",
-                           job.metrics_path, where);
-            }
-            if (world().rank == 0)
-              fmt::print("done: {} steps in {:.1f} s, {:.1f} samples/s, final loss {:.4f}, test accuracy {}\n",
-                         result.steps, result.wall_seconds, result.samples_per_second, result.final_loss,
-                         std::isfinite(result.test_accuracy) ? fmt::format("{:.4f}", result.test_accuracy) : "n/a");
-            if (world().rank == 0 && !result.plan_file.empty())
-              fmt::print("plan auto: predicted step {:.2f} ms, measured {:.2f} ms ({})\n",
-                         1e3 * result.predicted_step_seconds, 1e3 * result.measured_step_seconds(), result.plan_file);
-            if (world().rank == 0 && result.multiplex) {
-              const MultiplexResult& m = *result.multiplex;
-              fmt::print("multiplexing: cluster throughput {:.3f} against data parallel alone ({:.3f} against the "
-                         "foreground's own plan alone); foreground slowdown {:.3f}, background {:.0f} of {:.0f} "
-                         "samples/s alone\n",
-                         m.cluster_throughput_vs_data_parallel, m.cluster_throughput_vs_own_plan,
-                         m.foreground_slowdown, m.background.shared_samples_per_second,
-                         m.background.alone_samples_per_second);
-            }
-            if (!result.stopped_by.empty()) {
-              if (world().rank == 0)
-                fmt::print("stopped early by {} after {} steps{}; run again with --resume to continue\n",
-                           result.stopped_by, result.steps,
-                           job.checkpoint_path.empty() ? " (no checkpoint path: the progress is lost)"
-                                                       : ", checkpoint " + job.checkpoint_path);
-              std::fflush(stdout);
-              // Every rank leaves only after rank 0 wrote: a launcher that
-              // kills the job at the first non-zero exit must not cut it short.
-              BP_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-              exit_status = kStoppedExitStatus;
-            }
+            write_metrics(job, result);
+            print_summary(result);
+            report_stop(job, result);
           }};
 }
 

@@ -188,45 +188,108 @@ PlannerOptions::AmpRule amp_rule_named(const std::string& name) {
   return name == "layer-time" ? PlannerOptions::AmpRule::layer_time : PlannerOptions::AmpRule::compute;
 }
 
-PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& o) {
-  const CostModel cm(spec, profile, o);
-  const std::vector<Block> blocks = decompose(cm, spec.source);
-  const int N = o.ranks, L = cm.layers();
-  std::vector<std::vector<int>> arg(L, std::vector<int>(N + 1, 0));  // best predecessor state per layer and state
-  // Per fork block: best fork state for each join state, and per branch the
-  // chosen end state and the chain arguments for each fork state.
+namespace {
+
+// The planner's dynamic program over the blocks of decompose(). A cost vector
+// t holds, per state m (the rank count of the last layer costed), the least
+// time to reach it; kInf marks states that cannot be reached. Chains extend
+// it layer by layer; a fork block solves each branch for every fork state and
+// combines them at the join (given the fork's and the join's counts the
+// branches are independent, so each branch's best is exact). The arguments of
+// every minimum are kept so that backtrack() recovers the assignment.
+class Program {
+ public:
+  Program(const CostModel& cm, const std::vector<Block>& blocks, const PlannerOptions& o)
+      : cm_(cm), blocks_(blocks), n_(o.ranks), layer_time_(o.amp_rule == PlannerOptions::AmpRule::layer_time),
+        allowed_(cm.layers()), forks_(blocks.size()), chain_args_(blocks.size()) {
+    // The counts a layer may take (the rule with no incoming time: a bound for any).
+    for (int layer = 0; layer < cm.layers(); ++layer)
+      for (int n = 1; n <= n_; ++n)
+        if (cm.allowed(layer, n)) allowed_[layer].push_back(n);
+  }
+
+  // The cost vector after the last block.
+  std::vector<double> solve() {
+    std::vector<double> t(n_ + 1, 0.0);  // before the input layer: any state, no cost
+    t[0] = kInf;
+    for (size_t bi = 0; bi < blocks_.size(); ++bi) {
+      const Block& b = blocks_[bi];
+      if (b.fork >= 0) {
+        t = solve_fork(b, forks_[bi], t);
+        continue;
+      }
+      // The chain's first layer is the input, or a join already costed with its fork block.
+      t = run_chain(chain_rest(bi), bi > 0 ? b.chain.front() : -1, t, chain_args_[bi]);
+    }
+    return t;
+  }
+
+  // The rank count of every layer on the best path ending in `state`.
+  std::vector<int> backtrack(int state) const {
+    std::vector<int> n(cm_.layers(), 1);
+    for (int bi = static_cast<int>(blocks_.size()) - 1; bi >= 0; --bi) {
+      const Block& b = blocks_[bi];
+      if (b.fork < 0) {
+        const std::vector<int> rest = chain_rest(bi);
+        for (int k = static_cast<int>(rest.size()) - 1; k >= 0; --k) {
+          n[rest[k]] = state;
+          state = chain_args_[bi][k][state];
+        }
+        if (bi > 0) n[b.chain.front()] = state;  // the join's state
+        continue;
+      }
+      const ForkChoice& fc = forks_[bi];
+      const int nj = state, nf = fc.fork_state[nj];
+      n[b.join] = nj;
+      for (size_t br = 0; br < b.branches.size(); ++br) {
+        int s = fc.end_state[br][nf][nj];
+        const auto& layers = b.branches[br];
+        for (int k = static_cast<int>(layers.size()) - 1; k >= 0; --k) {
+          n[layers[k]] = s;
+          s = fc.args[br][nf][k][s];
+        }
+      }
+      state = nf;
+    }
+    return n;
+  }
+
+ private:
+  // Per fork block: the best fork state for each join state, and per branch
+  // the chosen end state and the chain arguments for each fork state.
   struct ForkChoice {
-    std::vector<int> fork_state;                                 // [n_join]
-    std::vector<std::vector<std::vector<int>>> end_state;         // [branch][n_fork][n_join]
+    std::vector<int> fork_state;                                   // [n_join]
+    std::vector<std::vector<std::vector<int>>> end_state;          // [branch][n_fork][n_join]
     std::vector<std::vector<std::vector<std::vector<int>>>> args;  // [branch][n_fork][layer k][n]
   };
-  std::vector<ForkChoice> forks(blocks.size());
+  using Table = std::vector<std::vector<double>>;  // [n_fork][n_join]
 
-  const bool layer_time = o.amp_rule == PlannerOptions::AmpRule::layer_time;
-  // Extends cost vector `t` (state of layer `prev`) through `layers`; records arguments.
-  // The counts a layer may take (the rule with no incoming time: a bound for any), once per layer.
-  std::vector<std::vector<int>> allowed(L);
-  for (int layer = 0; layer < L; ++layer)
-    for (int n = 1; n <= N; ++n)
-      if (cm.allowed(layer, n)) allowed[layer].push_back(n);
+  std::vector<int> chain_rest(size_t bi) const {
+    std::vector<int> rest = blocks_[bi].chain;
+    if (bi > 0) rest.erase(rest.begin());  // the join, costed with its fork block
+    return rest;
+  }
+
   // The states a cost vector can be in: at large N most counts are never allowed.
-  auto reachable = [&](const std::vector<double>& t) {
+  std::vector<int> reachable(const std::vector<double>& t) const {
     std::vector<int> states;
-    for (int m = 1; m <= N; ++m)
+    for (int m = 1; m <= n_; ++m)
       if (t[m] < kInf) states.push_back(m);
     return states;
-  };
-  auto run_chain = [&](const std::vector<int>& layers, int prev, std::vector<double> t,
-                       std::vector<std::vector<int>>& args) {
+  }
+
+  // Extends `t` (the state of layer `prev`) through `layers`, recording each minimum's argument.
+  std::vector<double> run_chain(const std::vector<int>& layers, int prev, std::vector<double> t,
+                                std::vector<std::vector<int>>& args) const {
     for (int layer : layers) {
-      std::vector<double> next(N + 1, kInf);
-      std::vector<int> best(N + 1, 0);
+      std::vector<double> next(n_ + 1, kInf);
+      std::vector<int> best(n_ + 1, 0);
       const std::vector<int> states = reachable(t);
-      for (int n : allowed[layer]) {
-        const double own = cm.compute(layer, n) + cm.sync(layer, n);
+      for (int n : allowed_[layer]) {
+        const double own = cm_.compute(layer, n) + cm_.sync(layer, n);
         for (int m : states) {
-          const double in = prev < 0 ? 0.0 : cm.transfer(prev, m, n);
-          if (layer_time && !cm.allowed(layer, n, in)) continue;
+          const double in = prev < 0 ? 0.0 : cm_.transfer(prev, m, n);
+          if (layer_time_ && !cm_.allowed(layer, n, in)) continue;
           const double v = t[m] + in + own;
           if (v < next[n]) next[n] = v, best[n] = m;
         }
@@ -236,98 +299,74 @@ PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const 
       prev = layer;
     }
     return t;
-  };
+  }
 
-  std::vector<double> t(N + 1, 0.0);  // before the input layer: any state, no cost
-  t[0] = kInf;
-  int prev = -1;
-  std::vector<std::vector<std::vector<int>>> chain_args(blocks.size());
-  for (size_t bi = 0; bi < blocks.size(); ++bi) {
-    const Block& b = blocks[bi];
-    if (b.fork < 0) {
-      // The chain's first layer continues from `prev` (or is the input / a join already costed).
-      std::vector<int> rest = b.chain;
-      if (bi > 0) rest.erase(rest.begin());  // the join, costed with its fork block
-      t = run_chain(rest, bi > 0 ? b.chain.front() : -1, t, chain_args[bi]);
-      prev = b.chain.back();
-      continue;
+  int branch_end(const Block& b, size_t br) const { return b.branches[br].empty() ? b.fork : b.branches[br].back(); }
+
+  // cost[n_fork][n_join] of one branch: the least over its end states of the
+  // branch's time plus the transfer into the join.
+  Table branch_costs(const Block& b, size_t br, ForkChoice& fc, const std::vector<double>& t) const {
+    Table cost(n_ + 1, std::vector<double>(n_ + 1, kInf));
+    const int end = branch_end(b, br);
+    for (int nf : reachable(t)) {
+      std::vector<double> start(n_ + 1, kInf);
+      start[nf] = 0.0;
+      const std::vector<double> out = run_chain(b.branches[br], b.fork, start, fc.args[br][nf]);
+      const std::vector<int> ends = reachable(out);
+      for (int nj : allowed_[b.join])
+        for (int ne : ends) {
+          const double v = out[ne] + cm_.transfer(end, ne, nj);
+          if (v < cost[nf][nj]) cost[nf][nj] = v, fc.end_state[br][nf][nj] = ne;
+        }
     }
-    ForkChoice& fc = forks[bi];
+    return cost;
+  }
+
+  // The cost vector at the join of fork block `b`, from the one at its fork.
+  std::vector<double> solve_fork(const Block& b, ForkChoice& fc, const std::vector<double>& t) const {
     const size_t nb = b.branches.size();
-    fc.end_state.assign(nb, std::vector<std::vector<int>>(N + 1, std::vector<int>(N + 1, 0)));
-    fc.args.assign(nb, std::vector<std::vector<std::vector<int>>>(N + 1));
-    // cost[br][n_fork][n_join] = min over end states of branch cost + transfer into the join.
-    // Given the fork's and the join's counts the branches are independent, so
-    // choosing each branch's best and adding them is exact.
-    std::vector<std::vector<std::vector<double>>> cost(nb,
-                                                       std::vector<std::vector<double>>(N + 1, std::vector<double>(N + 1, kInf)));
-    for (size_t br = 0; br < nb; ++br) {
-      const auto& layers = b.branches[br];
-      const int end = layers.empty() ? b.fork : layers.back();
-      for (int nf : reachable(t)) {
-        std::vector<double> start(N + 1, kInf);
-        start[nf] = 0.0;
-        const std::vector<double> out = run_chain(layers, b.fork, start, fc.args[br][nf]);
-        const std::vector<int> ends = reachable(out);
-        for (int nj : allowed[b.join])
-          for (int ne : ends) {
-            const double v = out[ne] + cm.transfer(end, ne, nj);
-            if (v < cost[br][nf][nj]) cost[br][nf][nj] = v, fc.end_state[br][nf][nj] = ne;
-          }
-      }
-    }
-    std::vector<double> next(N + 1, kInf);
-    fc.fork_state.assign(N + 1, 0);
+    fc.end_state.assign(nb, std::vector<std::vector<int>>(n_ + 1, std::vector<int>(n_ + 1, 0)));
+    fc.args.assign(nb, std::vector<std::vector<std::vector<int>>>(n_ + 1));
+    std::vector<Table> cost;
+    for (size_t br = 0; br < nb; ++br) cost.push_back(branch_costs(b, br, fc, t));
+    std::vector<double> next(n_ + 1, kInf);
+    fc.fork_state.assign(n_ + 1, 0);
     const std::vector<int> forks_reached = reachable(t);
-    for (int nj : allowed[b.join]) {
-      const double own = cm.compute(b.join, nj) + cm.sync(b.join, nj);
+    for (int nj : allowed_[b.join]) {
+      const double own = cm_.compute(b.join, nj) + cm_.sync(b.join, nj);
       for (int nf : forks_reached) {
         double branches = 0, into_join = 0;
         for (size_t br = 0; br < nb; ++br) {
           branches += cost[br][nf][nj];
-          const int end = b.branches[br].empty() ? b.fork : b.branches[br].back();
-          if (cost[br][nf][nj] < kInf) into_join += cm.transfer(end, fc.end_state[br][nf][nj], nj);
+          if (cost[br][nf][nj] < kInf) into_join += cm_.transfer(branch_end(b, br), fc.end_state[br][nf][nj], nj);
         }
-        if (layer_time && !cm.allowed(b.join, nj, into_join)) continue;
+        if (layer_time_ && !cm_.allowed(b.join, nj, into_join)) continue;
         const double v = t[nf] + branches + own;
         if (v < next[nj]) next[nj] = v, fc.fork_state[nj] = nf;
       }
     }
-    t = next;
-    prev = b.join;
+    return next;
   }
-  (void)prev;
 
-  // Backtrack from the best final state.
-  std::vector<int> n(L, 1);
+  const CostModel& cm_;
+  const std::vector<Block>& blocks_;
+  const int n_;  // ranks
+  const bool layer_time_;
+  std::vector<std::vector<int>> allowed_;
+  std::vector<ForkChoice> forks_;
+  std::vector<std::vector<std::vector<int>>> chain_args_;
+};
+
+}  // namespace
+
+PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& o) {
+  const CostModel cm(spec, profile, o);
+  const std::vector<Block> blocks = decompose(cm, spec.source);
+  Program program(cm, blocks, o);
+  const std::vector<double> t = program.solve();
   const int final_state = static_cast<int>(std::min_element(t.begin() + 1, t.end()) - t.begin());
-  int state = final_state;
-  if (t[state] == kInf) throw Error("no plan satisfies the amplification limit (this cannot happen with n = 1 allowed)");
-  for (int bi = static_cast<int>(blocks.size()) - 1; bi >= 0; --bi) {
-    const Block& b = blocks[bi];
-    if (b.fork < 0) {
-      std::vector<int> rest = b.chain;
-      if (bi > 0) rest.erase(rest.begin());
-      for (int k = static_cast<int>(rest.size()) - 1; k >= 0; --k) {
-        n[rest[k]] = state;
-        state = chain_args[bi][k][state];
-      }
-      if (bi > 0) n[b.chain.front()] = state;  // the join's state
-      continue;
-    }
-    const int nj = state, nf = forks[bi].fork_state[nj];
-    n[b.join] = nj;
-    for (size_t br = 0; br < b.branches.size(); ++br) {
-      int s = forks[bi].end_state[br][nf][nj];
-      const auto& layers = b.branches[br];
-      for (int k = static_cast<int>(layers.size()) - 1; k >= 0; --k) {
-        n[layers[k]] = s;
-        s = forks[bi].args[br][nf][k][s];
-      }
-    }
-    state = nf;
-  }
-  PlanResult result = evaluate(cm, blocks, n, spec, o);
+  if (t[final_state] == kInf) throw Error("no plan satisfies the amplification limit (this cannot happen with n = 1 allowed)");
+  PlanResult result = evaluate(cm, blocks, program.backtrack(final_state), spec, o);
   // The program's own optimum must be what its assignment costs when walked.
   BP_CHECK(std::fabs(result.iteration_s - t[final_state]) <= 1e-9 * std::max(1e-9, t[final_state]),
            "planner inconsistency: program value {} vs assignment cost {}", t[final_state], result.iteration_s);

@@ -10,111 +10,160 @@
 
 namespace burstpool {
 
-Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
-                    const LinkModel& allreduce, int cores, bool timeline) {
-  validate_plan(plan, spec, plan.ranks);
-  const int R = plan.ranks, B = plan.global_batch;
-  const std::vector<int> order = spec.topological_order();
-  std::map<std::string, const LayerProfile*> prof;
-  for (const LayerProfile& l : profile.layers) prof[l.name] = &l;
-  auto layer_profile = [&](const std::string& name) {
-    auto it = prof.find(name);
-    if (it == prof.end()) throw Error(fmt::format("the profile has no layer '{}'", name));
-    return it->second;
-  };
-  std::vector<double> clock(R, 0.0), busy(R, 0.0), reduced(R, 0.0), slack(R, 0.0);
-  std::map<RankSet, double> group_free;  // when each group's previous allreduce ends
+namespace {
 
-  auto message = [&](double bytes) { return p2p.latency_s + bytes / p2p.bandwidth_bytes_per_s; };
+// One training step of a plan, replayed on per-rank clocks: layers in
+// topological order forward and in reverse backward, slices exchanged
+// between rank sets as pieces that complete when both sides are ready,
+// gradient allreduces queued per rank set beside the backward pass, and a
+// blocking reduction for each batch-norm layer.
+class StepSimulator {
+ public:
+  StepSimulator(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
+                const LinkModel& allreduce, int cores, bool timeline)
+      : spec_(spec), profile_(profile), plan_(plan), p2p_(p2p), allreduce_(allreduce), cores_(cores),
+        timeline_(timeline), ranks_(plan.ranks), batch_(plan.global_batch), clock_(ranks_, 0.0), busy_(ranks_, 0.0),
+        reduced_(ranks_, 0.0), slack_(ranks_, 0.0) {
+    for (const LayerProfile& l : profile.layers) prof_[l.name] = &l;
+  }
+
+  Simulation run() {
+    const std::vector<int> order = spec_.topological_order();
+    for (int idx : order) forward(spec_.layers[idx]);
+    for (auto it = order.rbegin(); it != order.rend(); ++it) backward(spec_.layers[*it]);
+    return result();
+  }
+
+ private:
+  const LayerProfile& layer_profile(const std::string& name) const {
+    auto it = prof_.find(name);
+    if (it == prof_.end()) throw Error(fmt::format("the profile has no layer '{}'", name));
+    return *it->second;
+  }
+
+  template <class Name>
+  void event(int r, Track track, const Name& name, double from, double to, bool is_busy) {
+    if (timeline_ && to > from) events_.push_back({r, track, std::string(name()), from, to - from, is_busy});
+  }
+
+  double message(double bytes) const { return p2p_.latency_s + bytes / p2p_.bandwidth_bytes_per_s; }
+
   // Pieces of an edge complete when both sides are ready; each side then waits for all of its pieces.
-  std::vector<TraceEvent> events;
-  auto event = [&](int r, Track track, const auto& name, double from, double to, bool is_busy) {
-    if (timeline && to > from) events.push_back({r, track, std::string(name()), from, to - from, is_busy});
-  };
-  auto exchange = [&](const RankSet& from, const RankSet& to, double bytes_per_sample, const std::string& what) {
-    std::vector<double> done = clock;
-    for (const Piece& piece : overlap_pieces(from, to, B)) {
+  void exchange(const RankSet& from, const RankSet& to, double bytes_per_sample, const std::string& what) {
+    std::vector<double> done = clock_;
+    for (const Piece& piece : overlap_pieces(from, to, batch_)) {
       if (piece.from == piece.to) continue;
-      const double end = std::max(clock[piece.from], clock[piece.to]) + message(bytes_per_sample * piece.count);
+      const double end = std::max(clock_[piece.from], clock_[piece.to]) + message(bytes_per_sample * piece.count);
       done[piece.from] = std::max(done[piece.from], end);
       done[piece.to] = std::max(done[piece.to], end);
     }
-    for (int r = 0; r < R; ++r) event(r, Track::transfers, [&] { return what; }, clock[r], done[r], true);
-    clock = done;
-  };
-  auto group_wait = [&](const RankSet& set) {  // a blocking reduction of a few values (batch norm)
+    for (int r = 0; r < ranks_; ++r) event(r, Track::transfers, [&] { return what; }, clock_[r], done[r], true);
+    clock_ = done;
+  }
+
+  // A blocking reduction of a few values (batch norm).
+  void group_wait(const RankSet& set) {
     if (set.size() < 2) return;
     double t = 0;
-    for (int r : set) t = std::max(t, clock[r]);
+    for (int r : set) t = std::max(t, clock_[r]);
     for (int r : set) {
-      event(r, Track::gradient_sync, [] { return "batch-norm sums"; }, clock[r], t + allreduce.latency_s, true);
-      clock[r] = t + allreduce.latency_s;
+      event(r, Track::gradient_sync, [] { return "batch-norm sums"; }, clock_[r], t + allreduce_.latency_s, true);
+      clock_[r] = t + allreduce_.latency_s;
     }
-  };
+  }
+
   // How many of the set's ranks are placed on rank r's core (rank r on core r mod cores).
-  auto sharing = [&](const RankSet& set, int r) {
-    if (cores <= 0) return 1.0;
-    return static_cast<double>(std::count_if(set.begin(), set.end(), [&](int s) { return s % cores == r % cores; }));
-  };
-  auto compute = [&](const RankSet& set, const LayerProfile& lp, bool forward) {
+  double sharing(const RankSet& set, int r) const {
+    if (cores_ <= 0) return 1.0;
+    return static_cast<double>(std::count_if(set.begin(), set.end(), [&](int s) { return s % cores_ == r % cores_; }));
+  }
+
+  void compute(const RankSet& set, const LayerProfile& lp, bool forward) {
     const std::vector<double>& ms = forward ? lp.forward_ms : lp.backward_ms;
     for (int r : set) {
-      const int count = Plan::slice_of(set, r, B).count;
-      const double s = sharing(set, r) * profile.seconds(ms, count);
-      event(r, Track::main, [&] { return fmt::format("{} {}", forward ? "forward" : "backward", lp.name); }, clock[r],
-            clock[r] + s, true);
-      clock[r] += s;
-      busy[r] += s;
-      slack[r] += s * (1.0 - utilisation(profile, ms, count));
+      const int count = Plan::slice_of(set, r, batch_).count;
+      const double s = sharing(set, r) * profile_.seconds(ms, count);
+      event(r, Track::main, [&] { return fmt::format("{} {}", forward ? "forward" : "backward", lp.name); },
+            clock_[r], clock_[r] + s, true);
+      clock_[r] += s;
+      busy_[r] += s;
+      slack_[r] += s * (1.0 - utilisation(profile_, ms, count));
     }
-  };
+  }
 
-  for (int idx : order) {
-    const LayerSpec& l = spec.layers[idx];
-    const RankSet& set = plan.ranks_of(l.name);
+  void forward(const LayerSpec& l) {
+    const RankSet& set = plan_.ranks_of(l.name);
     for (const std::string& in : l.inputs) {
-      const RankSet& from = plan.ranks_of(in);
-      if (from != set) exchange(from, set, layer_profile(in)->activation_bytes_per_sample, "inputs of " + l.name);
+      const RankSet& from = plan_.ranks_of(in);
+      if (from != set) exchange(from, set, layer_profile(in).activation_bytes_per_sample, "inputs of " + l.name);
     }
-    compute(set, *layer_profile(l.name), true);
+    compute(set, layer_profile(l.name), true);
     if (layer_kind(l.type) == LayerKind::batchnorm2d) group_wait(set);
   }
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    const LayerSpec& l = spec.layers[*it];
-    const RankSet& set = plan.ranks_of(l.name);
-    const LayerProfile& lp = *layer_profile(l.name);
+
+  // The layer's gradient allreduce, queued behind the set's previous one.
+  void reduce_gradients(const LayerSpec& l, const RankSet& set, const LayerProfile& lp) {
+    double start = group_free_[set];
+    for (int r : set) start = std::max(start, clock_[r]);
+    const double n = static_cast<double>(set.size());
+    const double end =
+        start + allreduce_.latency_s + 2 * (n - 1) / n * lp.parameter_bytes / allreduce_.bandwidth_bytes_per_s;
+    group_free_[set] = end;
+    for (int r : set) {
+      reduced_[r] = std::max(reduced_[r], end);
+      event(r, Track::gradient_sync, [&] { return "allreduce " + l.name; }, start, end, false);
+    }
+  }
+
+  void backward(const LayerSpec& l) {
+    const RankSet& set = plan_.ranks_of(l.name);
+    const LayerProfile& lp = layer_profile(l.name);
     compute(set, lp, false);
     if (layer_kind(l.type) == LayerKind::batchnorm2d) group_wait(set);
-    if (lp.parameter_bytes > 0 && set.size() > 1) {
-      double start = group_free[set];
-      for (int r : set) start = std::max(start, clock[r]);
-      const double n = static_cast<double>(set.size());
-      const double end = start + allreduce.latency_s + 2 * (n - 1) / n * lp.parameter_bytes / allreduce.bandwidth_bytes_per_s;
-      group_free[set] = end;
-      for (int r : set) {
-        reduced[r] = std::max(reduced[r], end);
-        event(r, Track::gradient_sync, [&] { return "allreduce " + l.name; }, start, end, false);
-      }
-    }
+    if (lp.parameter_bytes > 0 && set.size() > 1) reduce_gradients(l, set, lp);
     for (const std::string& in : l.inputs) {
-      const RankSet& to = plan.ranks_of(in);
-      if (to != set && layer_kind(spec.layers[spec.find(in)].type) != LayerKind::input)
-        exchange(set, to, layer_profile(in)->activation_bytes_per_sample, "gradients of " + in);
+      const RankSet& to = plan_.ranks_of(in);
+      if (to != set && layer_kind(spec_.layers[spec_.find(in)].type) != LayerKind::input)
+        exchange(set, to, layer_profile(in).activation_bytes_per_sample, "gradients of " + in);
     }
   }
-  Simulation sim;
-  for (int r = 0; r < R; ++r) sim.iteration_s = std::max(sim.iteration_s, std::max(clock[r], reduced[r]));
-  sim.busy_s = busy;
-  sim.slack_s = slack;
-  for (int r = 0; r < R; ++r) sim.idle_s.push_back(sim.iteration_s - busy[r]);
-  for (int r = 0; timeline && r < R; ++r) {
-    event(r, Track::gradient_sync, [] { return "allreduce wait"; }, clock[r], reduced[r], true);
-    std::vector<TraceEvent> gaps = idle_gaps(events, r, 0, sim.iteration_s);
-    events.insert(events.end(), gaps.begin(), gaps.end());
-    event(r, Track::main, [] { return "step"; }, 0, sim.iteration_s, false);
+
+  Simulation result() {
+    Simulation sim;
+    for (int r = 0; r < ranks_; ++r) sim.iteration_s = std::max(sim.iteration_s, std::max(clock_[r], reduced_[r]));
+    sim.busy_s = busy_;
+    sim.slack_s = slack_;
+    for (int r = 0; r < ranks_; ++r) sim.idle_s.push_back(sim.iteration_s - busy_[r]);
+    for (int r = 0; timeline_ && r < ranks_; ++r) {
+      event(r, Track::gradient_sync, [] { return "allreduce wait"; }, clock_[r], reduced_[r], true);
+      std::vector<TraceEvent> gaps = idle_gaps(events_, r, 0, sim.iteration_s);
+      events_.insert(events_.end(), gaps.begin(), gaps.end());
+      event(r, Track::main, [] { return "step"; }, 0, sim.iteration_s, false);
+    }
+    sim.events = std::move(events_);
+    return sim;
   }
-  sim.events = std::move(events);
-  return sim;
+
+  const ModelSpec& spec_;
+  const ModelProfile& profile_;
+  const Plan& plan_;
+  const LinkModel& p2p_;
+  const LinkModel& allreduce_;
+  const int cores_;
+  const bool timeline_;
+  const int ranks_, batch_;
+  std::map<std::string, const LayerProfile*> prof_;
+  std::vector<double> clock_, busy_, reduced_, slack_;  // per rank
+  std::map<RankSet, double> group_free_;                // when each group's previous allreduce ends
+  std::vector<TraceEvent> events_;
+};
+
+}  // namespace
+
+Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
+                    const LinkModel& allreduce, int cores, bool timeline) {
+  validate_plan(plan, spec, plan.ranks);
+  return StepSimulator(spec, profile, plan, p2p, allreduce, cores, timeline).run();
 }
 
 double utilisation(const ModelProfile& profile, const std::vector<double>& ms, int batch) {

@@ -178,8 +178,11 @@ void restore_run_history(TrainResult& r, const std::string& history) {
   r.wall_to_target_seconds = number("wall_to_target_seconds");
 }
 
-nlohmann::json metrics_json(const TrainResult& r) {
-  auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+namespace {
+
+nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+nlohmann::json per_rank_json(const TrainResult& r) {
   nlohmann::json per_rank = nlohmann::json::array();
   for (size_t k = 0; k < r.per_rank.size(); ++k)
     per_rank.push_back({{"rank", k},
@@ -188,88 +191,113 @@ nlohmann::json metrics_json(const TrainResult& r) {
                         {"allreduce_seconds", r.per_rank[k].allreduce},
                         {"idle_seconds", r.per_rank[k].idle},
                         {"peak_resident_bytes", r.per_rank[k].peak_resident_bytes}});
+  return per_rank;
+}
+
+nlohmann::json per_layer_json(const TrainResult& r) {
   nlohmann::json per_layer = nlohmann::json::array();
   for (const auto& l : r.per_layer)
     per_layer.push_back({{"layer", l.name},
                          {"ranks", l.ranks},
                          {"transfer_seconds_per_step", l.transfer},
                          {"allreduce_seconds_per_step", l.allreduce}});
+  return per_layer;
+}
+
+nlohmann::json evaluations_json(const TrainResult& r) {
   nlohmann::json evals = nlohmann::json::array();
   for (const EvalPoint& p : r.evals)
     evals.push_back({{"step", p.step}, {"epoch", p.epoch}, {"test_accuracy", p.accuracy}, {"test_loss", p.loss}});
+  return evals;
+}
+
+// Where and how the run ran: build, command line, hosts, ranks, device.
+nlohmann::json run_json(const TrainResult& r) {
   int most_per_node = 0;
   nlohmann::json hosts = nlohmann::json::array();
   for (const auto& [host, ranks] : r.hosts) {
     hosts.push_back({{"host", host}, {"ranks", ranks}});
     most_per_node = std::max(most_per_node, ranks);
   }
-  const nlohmann::json run = {{"burstpool", version_info()},   {"command_line", world().command_line},
-                              {"hosts", hosts},                {"ranks", r.ranks},
-                              {"ranks_per_node", most_per_node}, {"threads_per_rank", r.threads},
-                              {"device", r.device},            {"job_id", world().job_id}};
-  nlohmann::json out = {{"job", r.job},
-          {"run", run},
-          {"model", r.model},
-          {"ranks", r.ranks},
-          {"threads_per_rank", r.threads},
-          {"batch_size", r.batch_size},
-          {"steps", r.steps},
-          {"epochs", r.epochs},
-          {"final_loss", number(r.final_loss)},
-          {"test_accuracy", number(r.test_accuracy)},
-          {"samples_per_second", r.samples_per_second},
-          {"train_seconds", r.train_seconds},
-          {"eval_seconds", r.eval_seconds},
-          {"wall_seconds", r.wall_seconds},
-          {"forward_gflop_per_sample", r.forward_gflop_per_sample},
-          {"achieved_gflops", r.achieved_gflops},
-          {"evaluations", evals},
-          {"per_rank", per_rank},
-          {"per_layer", per_layer}};
+  return {{"burstpool", version_info()},   {"command_line", world().command_line},
+          {"hosts", hosts},                {"ranks", r.ranks},
+          {"ranks_per_node", most_per_node}, {"threads_per_rank", r.threads},
+          {"device", r.device},            {"job_id", world().job_id}};
+}
+
+// The learners' keys: strategy, learner count and its tuning, the strategy's own counts.
+void add_learner_keys(const TrainResult& r, nlohmann::json& out) {
   out["strategy"] = r.strategy;
   out["learners_per_rank"] = r.learners;
   nlohmann::json tuning = nlohmann::json::array();
   for (const auto& t : r.tuning) tuning.push_back({{"learners", t.learners}, {"samples_per_second", t.samples_per_second}});
   out["learner_tuning"] = tuning;
   for (const auto& [key, value] : r.strategy_counts) out[key] = value;
+}
+
+// With a background job: both jobs' rates and the cluster-throughput figures.
+void add_multiplex_keys(const MultiplexResult& m, nlohmann::json& out) {
+  const BackgroundReport& b = m.background;
+  out["foreground_samples_per_second"] = m.foreground_shared_samples_per_second;
+  out["background_samples_per_second"] = b.shared_samples_per_second;
+  out["foreground_slowdown"] = m.foreground_slowdown;
+  out["cluster_throughput_vs_data_parallel"] = m.cluster_throughput_vs_data_parallel;
+  out["cluster_throughput_vs_own_plan"] = m.cluster_throughput_vs_own_plan;
+  out["background"] = {{"job", b.job},
+                       {"model", b.model},
+                       {"priority", b.priority},
+                       {"failed_ranks", m.failed_ranks},
+                       {"error_on_rank_0", b.error},
+                       {"steps", b.steps},
+                       {"shared_steps", b.shared_steps},
+                       {"first_loss", finite_or_null(b.first_loss)},
+                       {"last_loss", finite_or_null(b.last_loss)},
+                       {"alone_samples_per_second", b.alone_samples_per_second},
+                       {"shared_samples_per_second", b.shared_samples_per_second},
+                       {"gate_wait_seconds", b.gate_wait_seconds},
+                       {"shared_compute_seconds", b.shared_times.compute},
+                       {"shared_allreduce_seconds", b.shared_times.allreduce},
+                       {"calibrate_steps", m.calibrate_steps},
+                       {"foreground_alone_samples_per_second", m.foreground_alone_samples_per_second},
+                       {"foreground_shared_samples_per_second", m.foreground_shared_samples_per_second},
+                       {"foreground_data_parallel_samples_per_second", m.foreground_data_parallel_samples_per_second},
+                       {"data_parallel_reference", m.data_parallel_reference}};
+}
+
+}  // namespace
+
+nlohmann::json metrics_json(const TrainResult& r) {
+  nlohmann::json out = {{"job", r.job},
+                        {"run", run_json(r)},
+                        {"model", r.model},
+                        {"ranks", r.ranks},
+                        {"threads_per_rank", r.threads},
+                        {"batch_size", r.batch_size},
+                        {"steps", r.steps},
+                        {"epochs", r.epochs},
+                        {"final_loss", finite_or_null(r.final_loss)},
+                        {"test_accuracy", finite_or_null(r.test_accuracy)},
+                        {"samples_per_second", r.samples_per_second},
+                        {"train_seconds", r.train_seconds},
+                        {"eval_seconds", r.eval_seconds},
+                        {"wall_seconds", r.wall_seconds},
+                        {"forward_gflop_per_sample", r.forward_gflop_per_sample},
+                        {"achieved_gflops", r.achieved_gflops},
+                        {"evaluations", evaluations_json(r)},
+                        {"per_rank", per_rank_json(r)},
+                        {"per_layer", per_layer_json(r)}};
+  add_learner_keys(r, out);
   out["target_accuracy"] = r.target_accuracy;
-  out["time_to_target_seconds"] = number(r.time_to_target_seconds);
-  out["epochs_to_target"] = number(r.epochs_to_target);
-  out["wall_to_target_seconds"] = number(r.wall_to_target_seconds);
+  out["time_to_target_seconds"] = finite_or_null(r.time_to_target_seconds);
+  out["epochs_to_target"] = finite_or_null(r.epochs_to_target);
+  out["wall_to_target_seconds"] = finite_or_null(r.wall_to_target_seconds);
   out["stopped_by"] = r.stopped_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.stopped_by);
   if (!r.plan_file.empty()) {
     out["plan_file"] = r.plan_file;
     out["predicted_step_seconds"] = r.predicted_step_seconds;
     out["measured_step_seconds"] = r.measured_step_seconds();
   }
-  if (r.multiplex) {
-    const MultiplexResult& m = *r.multiplex;
-    const BackgroundReport& b = m.background;
-    out["foreground_samples_per_second"] = m.foreground_shared_samples_per_second;
-    out["background_samples_per_second"] = b.shared_samples_per_second;
-    out["foreground_slowdown"] = m.foreground_slowdown;
-    out["cluster_throughput_vs_data_parallel"] = m.cluster_throughput_vs_data_parallel;
-    out["cluster_throughput_vs_own_plan"] = m.cluster_throughput_vs_own_plan;
-    out["background"] = {{"job", b.job},
-                         {"model", b.model},
-                         {"priority", b.priority},
-                         {"failed_ranks", m.failed_ranks},
-                         {"error_on_rank_0", b.error},
-                         {"steps", b.steps},
-                         {"shared_steps", b.shared_steps},
-                         {"first_loss", number(b.first_loss)},
-                         {"last_loss", number(b.last_loss)},
-                         {"alone_samples_per_second", b.alone_samples_per_second},
-                         {"shared_samples_per_second", b.shared_samples_per_second},
-                         {"gate_wait_seconds", b.gate_wait_seconds},
-                         {"shared_compute_seconds", b.shared_times.compute},
-                         {"shared_allreduce_seconds", b.shared_times.allreduce},
-                         {"calibrate_steps", m.calibrate_steps},
-                         {"foreground_alone_samples_per_second", m.foreground_alone_samples_per_second},
-                         {"foreground_shared_samples_per_second", m.foreground_shared_samples_per_second},
-                         {"foreground_data_parallel_samples_per_second", m.foreground_data_parallel_samples_per_second},
-                         {"data_parallel_reference", m.data_parallel_reference}};
-  }
+  if (r.multiplex) add_multiplex_keys(*r.multiplex, out);
   return out;
 }
 

@@ -1,0 +1,108 @@
+// The job file's keys: one row each, the one place a key, its default, its
+// unit, its range and its meaning are written (load_job reads by it,
+// `burstpool keys` and docs/jobs.md print it).
+#include "burstpool/job.hpp"
+
+#include <fmt/format.h>
+
+#include <iterator>
+
+namespace burstpool {
+namespace {
+
+const JobKey kKeys[] = {
+  {"job", "name", "", "text", "", "Name used in progress output and metrics; default: the job file's name"},
+  {"job", "model", "", "path", "", "Model file (.ini or .h5), relative to the job file's folder. Required"},
+  {"job", "seed", "1", "integer", "[0, 2147483647]", "Seed for weight initialisation, shuffling, dropout and synthetic data"},
+  {"job", "device", "cpu", "cpu | cuda | twin", "", "Where layers run. cuda: the GPU of the rank's node-local rank (ranks may share one), any plan or [sync] strategy; a background job may say cuda too (docs/cuda.md); needs a build with the CUDA backend. twin: for testing, the device code paths with a second copy of the model in host memory standing in for the GPU (the CPU's results, slower; docs/cuda.md)"},
+  {"job", "cuda_graphs", "false", "boolean", "", "device = cuda: capture each training step's forward and backward layers in CUDA graphs and replay them, where nothing in them waits for the host (one rank or ranks sharing a GPU, no batch-norm group sums; docs/cuda.md)"},
+  {"job", "cudnn_algorithms", "heuristic", "heuristic | measured | gemm", "", "device = cuda: how each convolution's cuDNN algorithms are chosen, deterministic ones only. heuristic: cuDNN's heuristic ranking, the same on every run, so runs repeat bit for bit; measured: each candidate timed once at the start, as PyTorch's cudnn.benchmark: faster, but the choice, and with it the bits, can change from run to run; gemm: heuristic among the algorithms that sum products directly (no FFT or Winograd transforms, which round more): results within float rounding of the CPU's, slower (docs/cuda.md)"},
+  {"job", "threads", "0", "threads", "[0, 1024]", "Threads per rank; 0: OMP_NUM_THREADS, else 1 under MPI with several ranks, else all cores"},
+  {"job", "memory_limit_gb", "0", "GiB", "[0, 1048576]", "Memory the ranks of one node may use together, against which the run's estimate (parameters, optimizer state, activations, layer buffers, data; docs/jobs.md) is checked before anything large is allocated; 0: what the node has free (MemAvailable, or the cgroup's limit when lower, as under Slurm). A run whose estimate exceeds it is refused, naming its largest layers. On a GPU the device's free memory is checked too"},
+  {"data", "source", "fashion-mnist", "fashion-mnist | hdf5 | synthetic", "", "Where samples come from"},
+  {"data", "dir", "/usr/share/datasets/fashion-mnist", "path", "", "fashion-mnist: folder with the four IDX files (.gz or plain)"},
+  {"data", "train_file", "", "path", "", "hdf5: training file, relative to the job file's folder"},
+  {"data", "test_file", "", "path", "", "hdf5: test file; empty: no evaluation"},
+  {"data", "images_dataset", "images", "HDF5 path", "", "hdf5: images dataset, (N,H,W) or (N,C,H,W), uint8 or float"},
+  {"data", "labels_dataset", "labels", "HDF5 path", "", "hdf5: labels dataset, (N) integers"},
+  {"data", "check_finite", "true", "boolean", "", "hdf5: refuse float images holding NaN or infinite values: at load when read whole (one pass over the data; false skips it for very large files), else as each batch is read"},
+  {"data", "read", "auto", "auto | whole | batches", "", "hdf5: how images are held. whole: every rank reads all of them into memory at the start; batches: only the labels are held, and each rank reads from the file just the samples of each batch it trains on (hyperslabs; the page cache keeps a file that fits in memory there); auto: batches for a file whose images take more than 512 MiB as float32, else whole. Results are the same bit for bit"},
+  {"data", "normalize_mean", "0", "pixel value", "[-1e6, 1e6]", "Subtracted after scaling bytes to [0,1]"},
+  {"data", "normalize_std", "1", "pixel value", "(0, 1e6]", "Divides after subtracting the mean; > 0"},
+  {"data", "synthetic_train_samples", "1024", "samples", "[1, 100000000]", "synthetic: training set size"},
+  {"data", "synthetic_test_samples", "256", "samples", "[0, 100000000]", "synthetic: test set size; 0: no evaluation"},
+  {"train", "batch_size", "64", "samples", "[1, 10000000]", "Global batch per step, summed over all ranks (sync.strategy = ssgd). For sma, shadow and local-sgd use learner_batch_size; batch_size still works there as each learner's batch, with a note"},
+  {"train", "learner_batch_size", "0", "samples", "[0, 10000000]", "sync.strategy = sma, shadow or local-sgd: the samples each learner takes per iteration; 0: batch_size"},
+  {"train", "steps", "0", "steps", "[0, 2147483647]", "Training steps; 0: epochs decide"},
+  {"train", "epochs", "1", "epochs", "[1, 1000000]", "Passes over the training set when steps = 0 (last partial batch dropped)"},
+  {"train", "eval_every", "0", "steps", "[0, 2147483647]", "Test-set evaluation cadence; 0: at the end of every epoch. Always at the end"},
+  {"train", "log_every", "100", "steps", "[1, 2147483647]", "Progress line cadence on rank 0"},
+  {"train", "target_accuracy", "0", "fraction", "[0, 1]", "Test accuracy to reach: the metrics record the training seconds and epochs to the first evaluation at or above it; 0: none"},
+  {"train", "stop_at_target", "false", "boolean", "", "End training at the first evaluation that reaches target_accuracy"},
+  {"optimizer", "type", "sgd", "sgd", "", "Optimizer"},
+  {"optimizer", "lr", "0.1", "learning rate", "(0, 100]", "Base learning rate"},
+  {"optimizer", "momentum", "0.9", "factor", "[0, 1)", "Momentum; 0 disables it"},
+  {"optimizer", "nesterov", "false", "boolean", "", "Nesterov momentum"},
+  {"optimizer", "weight_decay", "0", "factor", "[0, 1]", "L2 weight decay added to every parameter's gradient"},
+  {"schedule", "type", "constant", "constant | step | cosine", "", "Learning-rate schedule over training steps"},
+  {"schedule", "warmup_steps", "0", "steps", "[0, 2147483647]", "Linear warm-up from lr/warmup_steps to lr"},
+  {"schedule", "step_size", "0", "steps", "[0, 2147483647]", "step: multiply the rate by gamma every step_size steps"},
+  {"schedule", "gamma", "0.1", "factor", "(0, 1]", "step: decay factor"},
+  {"schedule", "min_lr", "0", "learning rate", "[0, optimizer.lr]", "cosine: rate reached at the last step"},
+  {"parallel", "plan", "", "path | auto", "", "Plan file (JSON) giving each layer its ranks; empty: data parallel over all ranks. Relative to the job file's folder. auto: planned at start-up from the layer and network profiles in profile_cache, measured there once (docs/parallel.md)"},
+  {"parallel", "amp_limit", "2", "ratio", "[1, 1000000]", "plan = auto: the amplification limit: a layer gets n ranks only if n x its time on them <= amp_limit x its time on one (docs/profiles.md)"},
+  {"parallel", "amp_rule", "compute", "compute | layer-time", "", "plan = auto: what the limit bounds: the layer's compute, or its compute, gradient sync and incoming transfers (DeepPool's rule)"},
+  {"parallel", "profile_cache", "burstpool-profiles", "path", "", "plan = auto: folder of cached layer profiles (per model, device, threads and host) and network profiles (per rank count and hosts), relative to the working folder"},
+  {"parallel", "bucket_mb", "25", "MiB", "(0, 4096]", "Gradient allreduce bucket size"},
+  {"parallel", "layer_timing", "false", "boolean", "", "Report transfer and allreduce seconds per layer in the metrics; each layer's gradient allreduce then runs on its own, without overlap"},
+  {"parallel", "sync_batchnorm", "true", "boolean", "", "Batch-norm statistics over all ranks of a layer (the same result as one rank); false: each rank normalises its own slice, as PyTorch DDP does without SyncBatchNorm, and no reduction runs inside the step (evaluations and checkpoints then use each layer's first rank's running statistics)"},
+  {"output", "metrics", "", "path", "", "Metrics JSON written at the end (relative to the working folder); {job_id}, {job} and {ranks} expand to the Slurm job id (or 'local'), the job name and the rank count"},
+  {"output", "log", "", "path", "", "Progress as JSON Lines: one record per progress line and per evaluation (wall seconds, step, epoch, loss, samples/s, learning rate, accuracy), flushed as written and appended to, so a resumed run continues it (docs/jobs.md). Placeholders as for metrics; empty: none"},
+  {"output", "checkpoint", "", "path", "", "HDF5 checkpoint, written atomically at the end and at the cadences below; the previous one is kept as <path>.prev. --resume continues from the newer valid one. Placeholders as for metrics"},
+  {"output", "checkpoint_every", "0", "steps", "[0, 2147483647]", "Checkpoint cadence in steps; 0: only at the end"},
+  {"output", "checkpoint_seconds", "0", "seconds", "[0, 10000000]", "Checkpoint cadence in wall seconds (decided on rank 0); 0: off"},
+  {"sync", "strategy", "ssgd", "ssgd | sma | shadow | local-sgd", "", "How replicas stay together (docs/learners.md): ssgd = synchronous SGD over the plan; sma = synchronous model averaging of small-batch learners; shadow = learners never wait, a thread per rank averages models in the background; local-sgd = average every local_steps. For sma, shadow and local-sgd, [train] learner_batch_size is each learner's batch"},
+  {"sync", "learners", "0", "learners", "[0, 64]", "Learners (model replicas, one thread each) per rank; 0: auto-tuned for sma, 1 otherwise. shadow takes 1"},
+  {"sync", "max_learners", "8", "learners", "[1, 64]", "Most learners per rank the auto-tuner tries"},
+  {"sync", "autotune_threshold", "0.1", "fraction", "[0, 1]", "The auto-tuner adds a learner while throughput grows by more than this; on the first smaller gain it removes the last one and stops"},
+  {"sync", "autotune_steps", "30", "iterations", "[1, 100000]", "Iterations timed per learner count while auto-tuning (after 3 untimed)"},
+  {"sync", "alpha", "0.1", "factor", "(0, 1]", "sma: pull of each learner towards the average model"},
+  {"sync", "average_momentum", "0.9", "factor", "[0, 1)", "sma: momentum on the average model"},
+  {"sync", "sma_average", "device", "device | host", "", "sma with [job] device = cuda or twin: where each learner's copy of the average model z lives. device: z and z_prev stay on the device and move there by the same float operations as on the host, so per iteration only the learner's correction comes back and the summed correction goes up; host: z goes up before every learner step"},
+  {"sync", "local_steps", "8", "iterations", "[1, 1000000]", "local-sgd: iterations between model averages"},
+  {"sync", "shadow_pause_ms", "0", "milliseconds", "[0, 60000]", "shadow: pause between two background averaging rounds"},
+  {"sync", "shadow_rule", "average", "average | elastic | block-momentum", "", "shadow: what each background round does with the ranks' snapshots (ShadowSync's rules, docs/learners.md): move each model to the mean; elastic averaging (each model pulled towards a centre, the centre towards the models, by shadow_alpha); or block momentum (BMUF: a global model moved by a momentum-filtered block update)"},
+  {"sync", "shadow_alpha", "0.5", "factor", "(0, 1]", "shadow_rule = elastic: the pull between each model and the centre (a round moves the centre by shadow_alpha x the sum of the models' distances from it; keep shadow_alpha x ranks <= 1)"},
+  {"sync", "shadow_block_momentum", "0.5", "factor", "[0, 1)", "shadow_rule = block-momentum: the momentum on the block update"},
+  {"sync", "shadow_block_lr", "1", "factor", "(0, 2]", "shadow_rule = block-momentum: the block learning rate (1 with momentum 0 is plain averaging)"},
+  {"background", "job", "", "path", "", "A background job file trained beside this one on the same ranks (data parallel, or a replica per rank: sync), in its own thread (at idle priority when its layers run on the CPU: thread_priority), on its own communicator (docs/multiplexing.md); empty or none: no background job (--set background.job=none switches it off). Relative to this job file's folder"},
+  {"background", "calibrate_steps", "10", "steps", "[2, 1000]", "Steps each job first runs alone to measure its speed alone: a planned foreground trained data parallel (the cluster-throughput reference), the background, then the foreground under its plan; >= 2"},
+  {"background", "max_slowdown", "1.1", "factor", "[1, 10]", "The background starts a piece (one layer) only while the foreground's last step took at most this times its time alone"},
+  {"background", "pause_in_allreduce", "false", "boolean", "", "Also hold the background back while the foreground waits in a reduction (for devices where the two compete; on CPUs that wait is the background's chance)"},
+  {"background", "wait_spin_us", "200", "microseconds", "[0, 100000]", "While a background job runs, a foreground wait polls this long before it starts sleeping"},
+  {"background", "wait_sleep_us", "20", "microseconds", "[1, 100000]", "... then sleeps between polls, leaving the core to the background: at least this long"},
+  {"background", "wait_predict", "0.8", "fraction", "[0, 1)", "A foreground wait at a place where the last two waits took at least T (the shorter) first sleeps this fraction of T in one piece: the background gets the foreground's idle stretch whole"},
+  {"background", "sync", "data-parallel", "data-parallel | none", "", "How the background job's ranks train together: data parallel over the same ranks (its gradients summed on its own communicator), or none: each rank trains a replica of its own on the whole background batch, from the job's seed plus its rank, and meets no other rank (as DeepPool's background jobs do); its rates are then summed over the ranks, and its checkpoint holds rank 0's replica"},
+  {"background", "pieces_in_flight", "2", "pieces", "[1, 8]", "On a GPU: how many of the background's pieces (a layer's forward or backward each) may be queued on its stream at once; the gate is asked before each, and the host waits for the oldest only when this many are queued (1: it waits for each piece before asking about the next)"},
+  {"background", "thread_priority", "auto", "auto | idle | normal", "", "The background thread's scheduling: idle (SCHED_IDLE, else nice 19: it runs only while the foreground leaves the core free), normal, or auto: idle when the background job's layers run on the CPU, normal when they run on a device (cuda, twin), where the thread only launches work and the device's stream priorities order it"},
+  {"background", "cuda_wait", "block", "block | spin", "", "With a background job and a GPU: how the process's threads wait for the GPU. block (cudaDeviceScheduleBlockingSync) sleeps, leaving the core to the other job's thread; spin polls, which answers a few microseconds sooner but holds the core. Process-wide (CUDA sets it per device): the foreground job's key decides"},
+  {"background", "wait_backoff", "0.02", "fraction", "[0, 1]", "... and at least this fraction of the time waited so far, so long waits hand over the core in long pieces; the foreground then wakes at most about this fraction of its wait late"},
+};
+
+}  // namespace
+
+const std::vector<JobKey>& job_schema() {
+  static const std::vector<JobKey> keys(std::begin(kKeys), std::end(kKeys));
+  return keys;
+}
+
+std::string job_schema_markdown() {
+  std::string out = "| section | key | default | unit | range | meaning |\n|---|---|---|---|---|---|\n";
+  for (const JobKey& k : job_schema())
+    out += fmt::format("| [{}] | `{}` | {} | {} | {} | {} |\n", k.section, k.key,
+                       *k.fallback ? fmt::format("`{}`", k.fallback) : "(none)", k.unit,
+                       *k.range ? fmt::format("`{}`", k.range) : "", k.meaning);
+  return out;
+}
+
+}  // namespace burstpool
