@@ -41,8 +41,9 @@ struct DeviceRanks {
   bool allow_nccl = true;
 };
 
-// A copy of the model on an accelerator that runs forward, backward and the
-// SGD step instead of the CPU layers (cuda/gpu_model.hpp). The CPU Model
+// Where the layers run: a copy of the model on an accelerator that runs
+// forward, backward and the SGD step instead of the CPU layers
+// (cuda/gpu_model.hpp), or the CPU itself (run/host_device.hpp). The CPU Model
 // stays the reference: parameters, state and momentum are moved between the
 // two for checkpoints and resumes. A data-parallel plan runs the whole model
 // per call (forward, backward); a burst plan runs it layer by layer
@@ -52,6 +53,11 @@ struct DeviceRanks {
 class DeviceModel {
  public:
   virtual ~DeviceModel() = default;
+  // Whether a data-parallel plan runs through forward() and backward() (the
+  // whole model per call, gradient sums inside: the GPU, the twin), rather
+  // than layer by layer with the executor's gradient buckets (the CPU, whose
+  // DeviceModel is the host Model itself: run/host_device.hpp).
+  virtual bool whole_model() const { return true; }
   // Collective over ranks.comm (every rank calls it). Not called on one rank.
   virtual void join_ranks(DeviceRanks ranks) = 0;
   // Runs before each layer's forward and backward is launched, after the

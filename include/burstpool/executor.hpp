@@ -49,6 +49,16 @@ struct LayerTimes {
   double transfer = 0, allreduce = 0;
 };
 
+// Per layer and input slot: whether the slot reads its producer's buffer
+// directly (same rank set and slicing), else a buffer of its own in the
+// consumer's slicing for the input and one for its gradient. The host
+// device computes in them; an accelerator without a transport stages
+// through them.
+struct SlotBuffers {
+  std::vector<std::vector<bool>> direct;       // slot shares its producer's rank set and slicing
+  std::vector<std::vector<Tensor>> in, grad;   // per non-direct slot: its input and input gradient
+};
+
 class Executor {
  public:
   // Collective over `world`. `plan` must already be validated for this model
@@ -105,12 +115,18 @@ class Executor {
   // state() (Model::state_range). Collective over the world.
   void share_from_owners(float* flat, size_t size, bool state_layout);
 
-  // Hands the layers to `device` (CUDA). A data-parallel plan runs whole on
-  // the device, gradient sums included (collective over the plan's ranks);
-  // other plans run layer by layer, slices and gradient sums going through
-  // the host Model's buffers.
+  // Hands the layers to an accelerator (CUDA, the twin) instead of the host
+  // device, which runs them from construction. A data-parallel plan runs
+  // whole on it, gradient sums included (collective over the plan's ranks);
+  // other plans run layer by layer, slices and gradient sums moving between
+  // its buffers by its transport, or staged through the host Model's.
   void use_device(std::unique_ptr<DeviceModel> device, bool background = false);
-  DeviceModel* device() { return device_.get(); }
+  // Where the layers run: the accelerator, else the host device.
+  DeviceModel& device() { return *device_; }
+  // The accelerator, which keeps a copy of the model in memory of its own
+  // (so parameters move between the two for updates, checkpoints and
+  // resumes); nullptr while the layers run on the host Model itself.
+  DeviceModel* accelerator() { return accelerator_.get(); }
 
   TimeSplit& times() { return times_; }
   int buckets_last_step() const { return buckets_; }
@@ -123,8 +139,11 @@ class Executor {
   // Counts [t0, now) as `layer`'s transfer time and traces it as "<what> <layer>[ slot <slot>]" (slot < 0: none).
   void transfer_done(int layer, std::chrono::steady_clock::time_point t0, const char* what, int slot);
   Context layer_context(int layer, const Context& base, double* allreduce_seconds) const;
-  void forward_on_cpu(int layer, const Context& base);
-  void backward_on_cpu(int layer, const Context& base);
+  // The per-layer path's transport: the device's, else (an accelerator
+  // without one) the host device's, staged through the host Model.
+  void connect_layers();
+  double forward_whole(int batch, const float* images, const int32_t* labels, const Context& base);
+  void backward_whole(const Context& base);
   // Runs one layer's work with its context, counting its time as compute
   // and its batch-norm reductions as allreduce.
   // `pass` ("forward", "backward") names it in the trace.
@@ -142,23 +161,24 @@ class Executor {
   int batch_ = 0;  // of the last forward
   const int32_t* labels_ = nullptr;
   std::vector<RankSet> sets_;                    // rank set per layer (topological position)
-  std::vector<std::vector<bool>> direct_;        // input slot shares the producer's slicing
-  std::vector<std::vector<Tensor>> in_, in_grad_;  // per non-direct slot: input in this layer's slicing
+  SlotBuffers slots_;
   std::vector<std::pair<size_t, size_t>> held_ranges_;
   TimeSplit times_;
   std::vector<LayerTimes> layer_times_;
   bool per_layer_allreduce_ = false;
   std::function<void()> before_layer_;
+  double hook_seconds_ = 0;  // spent in before_layer_ (a gate's waits), not counted as compute
   std::atomic<bool>* reduce_flag_ = nullptr;
   bool sync_batchnorm_ = true;
-  std::unique_ptr<DeviceModel> device_;
-  // Slices move by mover_ and parameter gradients are summed by sync_: MPI
-  // over the host Model's buffers, or, for a burst plan on a device with a
-  // transport (NCCL), the device's own, over its buffers.
+  std::unique_ptr<DeviceModel> host_;         // the CPU: the host Model's own layers and buffers
+  std::unique_ptr<DeviceModel> accelerator_;  // use_device's, or none
+  DeviceModel* device_ = nullptr;             // the one the layers run on: accelerator_, else host_
+  // Slices move by mover_ and parameter gradients are summed by sync_, over
+  // the device's buffers by its transport (the host's: MPI; a GPU's: NCCL).
   std::unique_ptr<SliceMover> mover_;
   bool device_transport_ = false;
-  // A device without a transport: slices and gradient sums go through the host Model.
-  bool staged() const { return device_ && !device_transport_; }
+  // An accelerator without a transport: slices and gradient sums go through the host Model.
+  bool staged() const { return !device_transport_; }
   size_t bucket_bytes_;
   bool whole_on_device_ = false;  // a data-parallel plan: DeviceModel::forward and backward
   std::vector<bool> on_host_;     // burst plans: the layer's activations copied to the host this step

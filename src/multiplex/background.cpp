@@ -104,7 +104,7 @@ BackgroundJob::BackgroundJob(const JobConfig& background, MPI_Comm world, Foregr
     if (const std::optional<Resumed> from = resume_training(job, session_->model(), session_->sgd(), comm_)) {
       step_.store(from->step);
       saved_step_ = from->step;
-      if (DeviceModel* device = session_->exec().device()) device->from_host(session_->sgd().velocity().data());
+      if (DeviceModel* device = session_->exec().accelerator()) device->from_host(session_->sgd().velocity().data());
       if (writer_) fmt::print("background: resuming from the checkpoint of step {} ({})\n", from->step, from->file);
     }
   session_->exec().set_before_layer([this] {
@@ -172,7 +172,7 @@ void BackgroundJob::save_checkpoint() {
   last_checkpoint_ = Clock::now();
   if (job.checkpoint_path.empty() || !writer_) return;
   saved_step_ = step_.load();
-  if (DeviceModel* device = session_->exec().device()) device->to_host(session_->sgd().velocity().data());
+  if (DeviceModel* device = session_->exec().accelerator()) device->to_host(session_->sgd().velocity().data());
   write_checkpoint(job.checkpoint_path, session_->model(), session_->sgd(), {step_.load(), job.seed});
 }
 

@@ -7,6 +7,7 @@
 #include "comm/grad_sync.hpp"
 #include "comm/slice_mover.hpp"
 #include "comm/wait.hpp"
+#include "run/host_device.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/trace.hpp"
 #include "burstpool/runtime.hpp"
@@ -35,32 +36,34 @@ Executor::Executor(const ModelSpec& spec, const Plan& plan, MPI_Comm world, uint
   const int n = m.size();
   sets_.resize(n);
   for (int i = 0; i < n; ++i) sets_[i] = plan_.ranks_of(m.layer(i).name());
-  direct_.resize(n);
-  in_.resize(n);
-  in_grad_.resize(n);
+  slots_.direct.resize(n);
+  slots_.in.resize(n);
+  slots_.grad.resize(n);
   for (int i = 0; i < n; ++i) {
     const auto& inputs = m.inputs(i);
     BP_CHECK(inputs.size() <= static_cast<size_t>(kMaxSlots), "layer '{}' has more than {} inputs", m.layer(i).name(),
              kMaxSlots);
     for (size_t s = 0; s < inputs.size(); ++s) {
       const int p = inputs[s];
-      direct_[i].push_back(sets_[p] == sets_[i]);
+      slots_.direct[i].push_back(sets_[p] == sets_[i]);
       Tensor buffer, grad;
-      if (!direct_[i][s] && holds(i)) {
+      if (!slots_.direct[i][s] && holds(i)) {
         const Shape shape = m.layer(p).output_shape().with_batch(m.capacity(i));
         buffer = Tensor::zeros(shape);
         if (p != m.input_layer()) grad = Tensor::zeros(shape);
       }
-      in_[i].push_back(buffer);
-      in_grad_[i].push_back(grad);
+      slots_.in[i].push_back(buffer);
+      slots_.grad[i].push_back(grad);
     }
     if (holds(i) && m.param_range(i).second > 0) held_ranges_.push_back(m.param_range(i));
   }
   wait_sites_.resize(n);
   for (int i = 0; i < n; ++i) wait_sites_[i].resize(2 * m.inputs(i).size());
-  sync_ = std::make_unique<GradientSync>(m.grads().data(), bucket_bytes, std::make_unique<MpiGroupReducer>());
-  mover_ = std::make_unique<MpiSliceMover>(groups_->world());
   layer_times_.resize(n);
+  on_host_.assign(n, false);
+  host_ = make_host_device(m, slots_);
+  device_ = host_.get();
+  connect_layers();
 }
 
 Executor::~Executor() = default;
@@ -92,22 +95,12 @@ void Executor::use_device(std::unique_ptr<DeviceModel> device, bool background) 
       throw Error(fmt::format("{}: layer '{}': type {} does not run on {}", model_->spec().name, l.name(), l.type(),
                               device->describe()));
   }
-  device_ = std::move(device);
-  device_->set_before_layer(before_layer_);
-  whole_on_device_ = true;
+  accelerator_ = std::move(device);
+  device_ = accelerator_.get();
+  set_before_layer(before_layer_);
+  whole_on_device_ = device_->whole_model();
   for (const RankSet& set : sets_) whole_on_device_ = whole_on_device_ && static_cast<int>(set.size()) == plan_.ranks;
-  on_host_.assign(model_->size(), false);
-  if (!whole_on_device_) {
-    device_->use_slot_buffers(direct_);
-    DeviceTransport transport = device_->transport(*groups_);  // collective; empty: through the host
-    BP_CHECK(!transport.slices == !transport.gradients, "a device transport carries slices and gradients, or neither");
-    if (!transport.slices) return;
-    device_transport_ = true;
-    mover_ = std::move(transport.slices);
-    sync_ = std::make_unique<GradientSync>(device_->address(DeviceModel::Buffer::parameter_gradient, -1, 0),
-                                           bucket_bytes_, std::move(transport.gradients));
-    return;
-  }
+  if (!whole_on_device_) return connect_layers();
   if (plan_.ranks == 1) return;
   const Communicator& all = groups_->group(sets_.front());
   DeviceRanks ranks;
@@ -124,9 +117,27 @@ void Executor::use_device(std::unique_ptr<DeviceModel> device, bool background) 
   device_->join_ranks(std::move(ranks));
 }
 
+void Executor::connect_layers() {
+  device_->use_slot_buffers(slots_.direct);
+  DeviceTransport transport = device_->transport(*groups_);  // collective; empty: through the host
+  BP_CHECK(!transport.slices == !transport.gradients, "a device transport carries slices and gradients, or neither");
+  device_transport_ = static_cast<bool>(transport.slices);
+  if (!device_transport_) return;  // the host device's, made first, stay
+  mover_ = std::move(transport.slices);
+  sync_ = std::make_unique<GradientSync>(device_->address(DeviceModel::Buffer::parameter_gradient, -1, 0),
+                                         bucket_bytes_, std::move(transport.gradients));
+  sync_->set_traced(traced_);
+}
+
+// The gate's waits are the background's idle time, not its compute.
 void Executor::set_before_layer(std::function<void()> hook) {
   before_layer_ = std::move(hook);
-  if (device_) device_->set_before_layer(before_layer_);
+  if (!before_layer_) return device_->set_before_layer(nullptr);
+  device_->set_before_layer([this] {
+    const auto t0 = Clock::now();
+    before_layer_();
+    hook_seconds_ += seconds_since(t0);
+  });
 }
 
 double Executor::forward(int batch, const float* images, const int32_t* labels, const Context& base) {
@@ -135,64 +146,42 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
   batch_ = batch;
   labels_ = labels;
   for (int i = 0; i < m.size(); ++i) m.set_layer_batch(i, Plan::slice_of(sets_[i], rank_, batch).count);
-  if (device_ && whole_on_device_) {
-    // Every layer has the input layer's rank set and slicing (use_device).
-    const int count = input_slice(batch).count;
-    if (count == 0 && !base.training) return 0;  // a small last evaluation batch; evaluation sums nothing
-    double reduce_seconds = 0;
-    const Context ctx = layer_context(m.input_layer(), base, &reduce_seconds);
-    const auto t0 = Clock::now();
-    const double loss = device_->forward(count, images, labels, ctx);
-    if (!base.training) device_->logits(m.activation(m.logits_layer()).data());  // evaluation reads them
-    const auto t1 = Clock::now();
-    if (traced()) tracer().span(Track::main, "forward (every layer, on the device)", t0, t1, true);
-    times_.compute += Seconds(t1 - t0).count() - reduce_seconds;
-    times_.allreduce += reduce_seconds;
-    return loss;
-  }
-  // The host copy of the input also feeds slices sent from the input layer on the device path.
-  if (holds(m.input_layer()) && m.layer_batch(m.input_layer()) > 0) m.load_batch(images);
-  if (device_) {
-    device_->load_input(images, m.layer_batch(m.input_layer()), labels, m.layer_batch(m.loss_layer()), base);
-    std::fill(on_host_.begin(), on_host_.end(), false);
-    on_host_[m.input_layer()] = true;
-  }
+  if (whole_on_device_) return forward_whole(batch, images, labels, base);
+  // Staged slices from the input layer are sent from the host copy of the input.
+  if (staged() && holds(m.input_layer()) && m.layer_batch(m.input_layer()) > 0) m.load_batch(images);
+  device_->load_input(images, m.layer_batch(m.input_layer()), labels, m.layer_batch(m.loss_layer()), base);
+  std::fill(on_host_.begin(), on_host_.end(), false);
+  on_host_[m.input_layer()] = true;
   double loss = 0;
   for (int i = 0; i < m.size(); ++i) {
     exchange_inputs(i);
-    // A held layer runs even on 0 samples (a small last evaluation batch), so
-    // its group reductions (batch norm) still match across the group.
-    if (!holds(i) || i == m.input_layer()) continue;
-    if (device_) {
-      if (m.layer_batch(i) == 0 && !base.training) continue;  // evaluation sums nothing over the group
-      timed_layer(i, "forward", base, [&](const Context& ctx) { device_->forward_layer(i, ctx); });
-      if (i == m.loss_layer()) loss = device_->loss();
-      if (i == m.logits_layer() && !base.training)  // evaluation reads them
-        device_->copy_out(DeviceModel::Buffer::activation, i, 0, m.activation(i).data(), m.activation(i).size());
-    } else {
-      forward_on_cpu(i, base);
-      if (i == m.loss_layer()) loss = m.activation(i).data()[0];
-    }
+    // A held layer runs even on 0 samples in training (a batch smaller than
+    // its rank set), so its group reductions (batch norm) still match across
+    // the group; evaluation sums nothing over the group.
+    if (!holds(i) || i == m.input_layer() || (m.layer_batch(i) == 0 && !base.training)) continue;
+    timed_layer(i, "forward", base, [&](const Context& ctx) { device_->forward_layer(i, ctx); });
+    if (i == m.loss_layer()) loss = device_->loss();
+    if (i == m.logits_layer() && !base.training)  // evaluation reads them
+      device_->copy_out(DeviceModel::Buffer::activation, i, 0, m.activation(i).data(), m.activation(i).size());
   }
   return loss;
 }
 
-void Executor::forward_on_cpu(int i, const Context& base) {
+// Every layer has the input layer's rank set and slicing (use_device).
+double Executor::forward_whole(int batch, const float* images, const int32_t* labels, const Context& base) {
   Model& m = *model_;
-  std::vector<const Tensor*> in;
-  std::vector<Tensor> views;
-  views.reserve(m.inputs(i).size());
-  for (size_t s = 0; s < m.inputs(i).size(); ++s) {
-    const int p = m.inputs(i)[s];
-    if (direct_[i][s]) {
-      in.push_back(&m.activation(p));
-    } else {
-      views.push_back(in_[i][s].view(m.layer(p).output_shape().with_batch(m.layer_batch(i))));
-      in.push_back(&views.back());
-    }
-  }
-  if (before_layer_) before_layer_();
-  timed_layer(i, "forward", base, [&](const Context& ctx) { m.layer(i).forward(in, m.activation(i), ctx); });
+  const int count = input_slice(batch).count;
+  if (count == 0 && !base.training) return 0;  // a small last evaluation batch; evaluation sums nothing
+  double reduce_seconds = 0;
+  const Context ctx = layer_context(m.input_layer(), base, &reduce_seconds);
+  const auto t0 = Clock::now();
+  const double loss = device_->forward(count, images, labels, ctx);
+  if (!base.training) device_->logits(m.activation(m.logits_layer()).data());  // evaluation reads them
+  const auto t1 = Clock::now();
+  if (traced()) tracer().span(Track::main, "forward (every layer, on the device)", t0, t1, true);
+  times_.compute += Seconds(t1 - t0).count() - reduce_seconds;
+  times_.allreduce += reduce_seconds;
+  return loss;
 }
 
 void Executor::set_traced(bool on) {
@@ -205,31 +194,19 @@ void Executor::timed_layer(int i, const char* pass, const Context& base,
                            const std::function<void(const Context&)>& run) {
   double reduce_seconds = 0;
   const Context ctx = layer_context(i, base, &reduce_seconds);
+  const double hooked = hook_seconds_;
   const auto t0 = Clock::now();
   run(ctx);
   const auto t1 = Clock::now();
   if (traced()) tracer().span(Track::main, fmt::format("{} {}", pass, model_->layer(i).name()), t0, t1, true);
-  times_.compute += Seconds(t1 - t0).count() - reduce_seconds;
+  times_.compute += Seconds(t1 - t0).count() - reduce_seconds - (hook_seconds_ - hooked);
   times_.allreduce += reduce_seconds;
   layer_times_[i].allreduce += reduce_seconds;
 }
 
 void Executor::backward(const Context& base) {
   Model& m = *model_;
-  if (device_ && whole_on_device_) {
-    double reduce_seconds = 0;
-    device_reduce_seconds_ = 0;
-    const Context ctx = layer_context(m.input_layer(), base, &reduce_seconds);
-    const auto t0 = Clock::now();
-    device_->backward(ctx);  // and the gradient sums
-    const auto t1 = Clock::now();
-    if (traced()) tracer().span(Track::main, "backward and gradient sums (every layer, on the device)", t0, t1, true);
-    reduce_seconds += device_reduce_seconds_;
-    times_.compute += Seconds(t1 - t0).count() - reduce_seconds;
-    times_.allreduce += reduce_seconds;
-    return;
-  }
-
+  if (whole_on_device_) return backward_whole(base);
   // Parameter gradients are summed where they are: on the device when it
   // has a transport (sync_ works there), else in the host Model (downloaded
   // first when staged, uploaded after).
@@ -237,13 +214,9 @@ void Executor::backward(const Context& base) {
     if (holds(i) && i != m.input_layer()) {
       const auto [offset, count] = m.param_range(i);
       const Communicator& group = groups_->group(sets_[i]);
-      if (device_) {
-        timed_layer(i, "backward", base, [&](const Context& ctx) { device_->backward_layer(i, ctx); });
-        if (staged() && count > 0 && group.size() > 1)
-          device_->copy_out(DeviceModel::Buffer::parameter_gradient, i, 0, m.grads().data() + offset, count);
-      } else {
-        backward_on_cpu(i, base);
-      }
+      timed_layer(i, "backward", base, [&](const Context& ctx) { device_->backward_layer(i, ctx); });
+      if (staged() && count > 0 && group.size() > 1)
+        device_->copy_out(DeviceModel::Buffer::parameter_gradient, i, 0, m.grads().data() + offset, count);
       sync_->layer_ready(offset, count, group);
       if (per_layer_allreduce_) {
         const auto w0 = Clock::now();
@@ -280,39 +253,21 @@ void Executor::backward(const Context& base) {
     }
 }
 
-void Executor::backward_on_cpu(int i, const Context& base) {
-  Model& m = *model_;
-  std::vector<const Tensor*> in;
-  std::vector<GradSlot> slots;
-  std::vector<Tensor> views, grad_views;
-  views.reserve(m.inputs(i).size());
-  grad_views.reserve(m.inputs(i).size());
-  for (size_t s = 0; s < m.inputs(i).size(); ++s) {
-    const int p = m.inputs(i)[s];
-    const bool data = p == m.input_layer();
-    if (direct_[i][s]) {
-      in.push_back(&m.activation(p));
-      slots.push_back({data ? nullptr : &m.gradient(p), m.accumulates(i, static_cast<int>(s))});
-    } else {
-      const Shape shape = m.layer(p).output_shape().with_batch(m.layer_batch(i));
-      views.push_back(in_[i][s].view(shape));
-      in.push_back(&views.back());
-      if (data) {
-        slots.push_back({nullptr, false});
-      } else {
-        grad_views.push_back(in_grad_[i][s].view(shape));
-        slots.push_back({&grad_views.back(), false});  // sent back, then overwritten or added there
-      }
-    }
-  }
-  if (before_layer_) before_layer_();
-  const Tensor& dout = i == m.loss_layer() ? m.loss_seed() : m.gradient(i);
-  timed_layer(i, "backward", base,
-              [&](const Context& ctx) { m.layer(i).backward(in, m.activation(i), dout, slots, ctx); });
+void Executor::backward_whole(const Context& base) {
+  double reduce_seconds = 0;
+  device_reduce_seconds_ = 0;
+  const Context ctx = layer_context(model_->input_layer(), base, &reduce_seconds);
+  const auto t0 = Clock::now();
+  device_->backward(ctx);  // and the gradient sums
+  const auto t1 = Clock::now();
+  if (traced()) tracer().span(Track::main, "backward and gradient sums (every layer, on the device)", t0, t1, true);
+  reduce_seconds += device_reduce_seconds_;
+  times_.compute += Seconds(t1 - t0).count() - reduce_seconds;
+  times_.allreduce += reduce_seconds;
 }
 
-// Device path of burst plans: slices move between ranks through the host
-// Model's buffers, which the exchanges read and write as on the CPU path.
+// An accelerator without a transport: slices move between ranks through the
+// host Model's buffers, which the exchanges read and write as the host device's.
 void Executor::activation_to_host(int layer) {
   Model& m = *model_;
   if (on_host_[layer] || !holds(layer)) return;
@@ -323,7 +278,7 @@ void Executor::activation_to_host(int layer) {
 void Executor::copy_slot_in(int layer, int slot) {
   Model& m = *model_;
   const size_t floats = m.layer(m.inputs(layer)[slot]).output_shape().per_sample() * m.layer_batch(layer);
-  device_->copy_in(DeviceModel::Buffer::slot_input, layer, slot, in_[layer][slot].data(), floats);
+  device_->copy_in(DeviceModel::Buffer::slot_input, layer, slot, slots_.in[layer][slot].data(), floats);
 }
 
 // Before the backward exchange of (layer, slot): the slot's input gradient, and
@@ -334,7 +289,7 @@ void Executor::gradients_to_host(int layer, int slot) {
   const int p = m.inputs(layer)[slot];
   const size_t per = m.layer(p).output_shape().per_sample();
   if (holds(layer))
-    device_->copy_out(DeviceModel::Buffer::slot_gradient, layer, slot, in_grad_[layer][slot].data(),
+    device_->copy_out(DeviceModel::Buffer::slot_gradient, layer, slot, slots_.grad[layer][slot].data(),
                       per * m.layer_batch(layer));
   if (holds(p) && m.accumulates(layer, slot))
     device_->copy_out(DeviceModel::Buffer::gradient, p, 0, m.gradient(p).data(), m.gradient(p).size());
@@ -354,7 +309,7 @@ void Executor::exchange_inputs(int i) {
   Model& m = *model_;
   std::vector<int> slots;
   for (size_t s = 0; s < m.inputs(i).size(); ++s)
-    if (!direct_[i][s]) {
+    if (!slots_.direct[i][s]) {
       if (staged()) activation_to_host(m.inputs(i)[s]);
       queue_exchange(i, static_cast<int>(s), false);
       slots.push_back(static_cast<int>(s));
@@ -381,7 +336,7 @@ void Executor::exchange_input_gradients(int i) {
   };
   for (size_t s = 0; s < m.inputs(i).size(); ++s) {
     const int p = m.inputs(i)[s];
-    if (direct_[i][s] || p == m.input_layer()) continue;
+    if (slots_.direct[i][s] || p == m.input_layer()) continue;
     for (int q : pending)
       if (m.inputs(i)[q] == p) {
         finish();
@@ -397,26 +352,23 @@ void Executor::exchange_input_gradients(int i) {
 // Queues the pieces of one input slot. Forward: the producer's activations
 // (its slicing) -> this layer's input buffer (its slicing). Backward: this
 // layer's input gradient (its slicing) -> the producer's gradient (its
-// slicing), overwriting or adding as the model's gradient contract says. In
-// host memory through MPI, or between the device's buffers when the device
-// moves slices itself (device_transport_).
+// slicing), overwriting or adding as the model's gradient contract says.
+// Between the device's buffers by its transport, or between the host's by MPI
+// when an accelerator has no transport (staged).
 void Executor::queue_exchange(int layer, int slot, bool backward) {
   Model& m = *model_;
   const int p = m.inputs(layer)[slot];
   const size_t per = m.layer(p).output_shape().per_sample();
   const bool accumulate = backward && m.accumulates(layer, slot);
   const Slice mine_p = Plan::slice_of(sets_[p], rank_, batch_), mine_c = Plan::slice_of(sets_[layer], rank_, batch_);
+  // The buffers the transport moves between: the device's, or the host's when staged.
+  DeviceModel& buffers = staged() ? *host_ : *device_;
+  using B = DeviceModel::Buffer;
   float* producer = nullptr;  // its activations forward, its gradient backward
   float* consumer = nullptr;  // this slot's input forward, its input gradient backward
+  if (holds(p)) producer = buffers.address(backward ? B::gradient : B::activation, p, 0);
+  if (holds(layer)) consumer = buffers.address(backward ? B::slot_gradient : B::slot_input, layer, slot);
   SliceMover& mover = *mover_;
-  if (device_transport_) {
-    using B = DeviceModel::Buffer;
-    if (holds(p)) producer = device_->address(backward ? B::gradient : B::activation, p, 0);
-    if (holds(layer)) consumer = device_->address(backward ? B::slot_gradient : B::slot_input, layer, slot);
-  } else {
-    producer = backward ? m.gradient(p).data() : m.activation(p).data();
-    consumer = backward ? in_grad_[layer][slot].data() : in_[layer][slot].data();
-  }
   const int tag = tag_of(layer, slot, backward);
   const auto t0 = Clock::now();
   for (const Piece& piece : overlap_pieces(sets_[p], sets_[layer], batch_)) {

@@ -38,7 +38,7 @@ using Clock = std::chrono::steady_clock;
 void share_statistics(const JobConfig& job, Executor& exec) {
   Model& m = exec.model();
   if (job.sync_batchnorm || m.state().size() == 0) return;
-  DeviceModel* device = exec.device();
+  DeviceModel* device = exec.accelerator();
   if (device) device->copy_out(DeviceModel::Buffer::state, -1, 0, m.state().data(), m.state().size());
   exec.share_from_owners(m.state().data(), m.state().size(), true);
   if (device) device->copy_in(DeviceModel::Buffer::state, -1, 0, m.state().data(), m.state().size());
@@ -69,7 +69,7 @@ Plan plan_for(const JobConfig& job, const ModelSpec& spec, int world_size, Train
 // every rank, then written by rank 0.
 void write_final_checkpoint(const JobConfig& job, Executor& exec, Sgd& sgd, int64_t steps, const std::string& history) {
   Model& m = exec.model();
-  if (DeviceModel* device = exec.device()) device->to_host(sgd.velocity().data());
+  if (DeviceModel* device = exec.accelerator()) device->to_host(sgd.velocity().data());
   exec.share_from_owners(m.params().data(), m.params().size(), false);
   exec.share_from_owners(m.state().data(), m.state().size(), true);
   exec.share_from_owners(sgd.velocity().data(), sgd.velocity().size(), false);
@@ -138,7 +138,7 @@ PlanRun::PlanRun(const JobConfig& job)
   r_.model = spec_.name;
   exec_.set_per_layer_allreduce(job.layer_timing);
   use_job_device(job, exec_);
-  if (exec_.device()) r_.device = exec_.device()->describe();
+  if (exec_.accelerator()) r_.device = exec_.accelerator()->describe();
 }
 
 void PlanRun::resume() {
@@ -148,7 +148,7 @@ void PlanRun::resume() {
       restore_run_history(r_, from->history);
       if (chatty_) fmt::print("resuming from the checkpoint of step {} ({})\n", from->step, from->file);
     }
-  if (DeviceModel* device = exec_.device()) device->from_host(session_.sgd().velocity().data());  // initial or resumed
+  if (DeviceModel* device = exec_.accelerator()) device->from_host(session_.sgd().velocity().data());  // initial or resumed
   if (!job_.trace_path.empty()) {
     exec_.set_traced(true);
     tracer().enable(job_.trace_first, job_.trace_end < 0 ? total_ : job_.trace_end);
@@ -161,7 +161,7 @@ void PlanRun::print_banner() {
              "{} rank(s) x {} thread(s), {}, {}, job id {}\n",
              job_.name, spec_.name, session_.model().param_count(), session_.data().train.size(), job_.batch_size,
              total_, w_.size, r_.threads, job_.plan_path.empty() ? "data parallel" : "plan " + plan_.source,
-             exec_.device() ? exec_.device()->describe() : "CPU", w_.job_id);
+             exec_.device().describe(), w_.job_id);
 }
 
 void PlanRun::start_background() {

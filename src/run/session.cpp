@@ -157,7 +157,7 @@ void TrainingSession::backward() { exec_->backward(ctx_); }
 
 void TrainingSession::apply(int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (DeviceModel* device = exec_->device())
+  if (DeviceModel* device = exec_->accelerator())
     device->sgd_step(schedule_.at(step), job_.sgd, exec_->held_param_ranges());
   else
     sgd_->step(schedule_.at(step), exec_->held_param_ranges());

@@ -9,17 +9,17 @@ Learner::Learner(const ModelSpec& spec, int batch, uint64_t seed, const SgdOptio
       sgd(std::make_unique<Sgd>(exec->model(), options)) {}
 
 void Learner::params_to_device() {
-  if (DeviceModel* d = exec->device())
+  if (DeviceModel* d = exec->accelerator())
     d->copy_in(DeviceModel::Buffer::parameters, -1, 0, params(), model().param_count());
 }
 
 void Learner::gradients_to_host() {
-  if (DeviceModel* d = exec->device())
+  if (DeviceModel* d = exec->accelerator())
     d->copy_out(DeviceModel::Buffer::parameter_gradient, -1, 0, model().grads().data(), model().param_count());
 }
 
 void Learner::sync_host() {
-  DeviceModel* d = exec->device();
+  DeviceModel* d = exec->accelerator();
   if (!d) return;
   if (device_step)
     d->to_host(host_momentum());  // parameters, statistics and momentum
@@ -28,7 +28,7 @@ void Learner::sync_host() {
 }
 
 void Learner::sync_device() {
-  DeviceModel* d = exec->device();
+  DeviceModel* d = exec->accelerator();
   if (!d) return;
   if (device_step) {
     d->from_host(host_momentum());
@@ -40,7 +40,7 @@ void Learner::sync_device() {
 
 void Learner::sgd_step(float lr) {
   if (device_step)
-    exec->device()->sgd_step(lr, sgd->options(), {{0, model().param_count()}});
+    exec->accelerator()->sgd_step(lr, sgd->options(), {{0, model().param_count()}});
   else
     sgd->step(lr);
 }

@@ -200,7 +200,7 @@ LearnerRun::LearnerRun(const JobConfig& job)
   r_.model = spec_.name;
   require_memory(job, spec_, Plan{}, MPI_COMM_WORLD);
   Learner& first = new_learner();
-  if (first.exec->device()) r_.device = first.exec->device()->describe();
+  if (first.exec->accelerator()) r_.device = first.exec->accelerator()->describe();
   if (is_hdf5_path(job.model_path) && has_weights(job.model_path)) {
     load_weights(job.model_path, first.model());
     first.sync_device();
@@ -230,7 +230,7 @@ Learner& LearnerRun::new_learner() {
   Learner& l = *learners_.back();
   use_job_device(job_, *l.exec);  // each learner its own GPU model: its own streams
   strategy_->prepare(l);
-  l.device_step = strategy_->device_resident() && l.exec->device();
+  l.device_step = strategy_->device_resident() && l.exec->accelerator();
   return l;
 }
 

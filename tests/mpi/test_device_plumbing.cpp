@@ -156,7 +156,7 @@ TEST(DevicePlumbing, ADeviceWithoutALayerKindIsRefusedNamingTheLayer) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), spec.name + ": layer 'fc': type linear does not run on recording");
   }
-  EXPECT_EQ(exec.device(), nullptr);
+  EXPECT_EQ(exec.accelerator(), nullptr);
 }
 
 }  // namespace
