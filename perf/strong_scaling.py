@@ -9,7 +9,12 @@ gradients on its own so they can be attributed).
 Rounds alternate the peers; tables report medians. Parallel efficiency =
 samples/s on 2 ranks / (2 x samples/s on 1 rank).
 
+With --baseline BUILD a second build runs beside the first in every round
+(1 rank, 2 ranks, and the burst plan without per-layer timing), for
+comparing two commits on a noisy machine; --skip-ddp leaves PyTorch out.
+
 Usage: perf/strong_scaling.py [--build build] [--rounds 5] [--out perf/results/strong_scaling]
+                              [--baseline BUILD [--baseline-label TEXT]] [--skip-ddp]
 """
 import argparse
 import json
@@ -71,6 +76,9 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(ROOT, "perf/results/strong_scaling"))
+    ap.add_argument("--baseline", help="another burstpool build folder, run beside --build each round")
+    ap.add_argument("--baseline-label", default="baseline", help="what the baseline build is, for the report")
+    ap.add_argument("--skip-ddp", action="store_true", help="leave PyTorch DDP out")
     ap.add_argument("--blas-autodetect", action="store_true",
                     help="unset OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE for every command (see perf/README.md)")
     args = ap.parse_args()
@@ -80,18 +88,31 @@ def main():
     rows, layer_tables = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for model in STEPS:
-            one, two, torch = [], [], []
+            runs = {k: [] for k in ("one_rank", "two_ranks", "ddp", "burst", "base_one_rank", "base_two_ranks",
+                                    "base_burst")}
+            plan = burst_plan(args.build, tmp, model)
             for r in range(args.rounds):
-                one.append(burstpool(args.build, tmp, model, 1)["samples_per_second"])
-                two.append(burstpool(args.build, tmp, model, 2)["samples_per_second"])
-                torch.append(ddp(model, 2))
-                print(f"{model} round {r + 1}: 1 rank {one[-1]:.0f}/s, 2 ranks {two[-1]:.0f}/s, DDP {torch[-1]:.0f}/s",
+                builds = [("", args.build)] + ([("base_", args.baseline)] if args.baseline else [])
+                for prefix, build in builds[::1 if r % 2 == 0 else -1]:  # alternate which build goes first
+                    runs[prefix + "one_rank"].append(burstpool(build, tmp, model, 1)["samples_per_second"])
+                    runs[prefix + "two_ranks"].append(burstpool(build, tmp, model, 2)["samples_per_second"])
+                    if args.baseline:
+                        runs[prefix + "burst"].append(
+                            burstpool(build, tmp, model, 2, ["--plan", plan])["samples_per_second"])
+                if not args.skip_ddp:
+                    runs["ddp"].append(ddp(model, 2))
+                print(f"{model} round {r + 1}: " + ", ".join(f"{k} {v[-1]:.0f}/s" for k, v in runs.items() if v),
                       flush=True)
-            row = {"model": model, "global_batch": BATCH, "one_rank": statistics.median(one),
-                   "two_ranks": statistics.median(two), "ddp_two_procs": statistics.median(torch),
-                   "runs": {"one_rank": one, "two_ranks": two, "ddp": torch}}
+            med = {k: statistics.median(v) if v else float("nan") for k, v in runs.items()}
+            row = {"model": model, "global_batch": BATCH, "one_rank": med["one_rank"], "two_ranks": med["two_ranks"],
+                   "ddp_two_procs": med["ddp"], "runs": runs}
             row["efficiency"] = row["two_ranks"] / (2 * row["one_rank"])
             row["vs_ddp"] = row["two_ranks"] / row["ddp_two_procs"]
+            if args.baseline:
+                for k in ("one_rank", "two_ranks", "burst"):
+                    row[f"baseline_{k}"] = med["base_" + k]
+                    row[f"{k}_vs_baseline"] = statistics.median(
+                        [a / b for a, b in zip(runs[k], runs["base_" + k])])  # per round: side by side
             rows.append(row)
             m = burstpool(args.build, tmp, model, 2, ["--plan", burst_plan(args.build, tmp, model),
                                                        "--set", "parallel.layer_timing=true"])
@@ -105,6 +126,17 @@ def main():
     for r in rows:
         lines.append(f"| {r['model']} | {r['one_rank']:.0f} | {r['two_ranks']:.0f} | {100 * r['efficiency']:.0f}% | "
                      f"{r['ddp_two_procs']:.0f} | {r['vs_ddp']:.2f} |")
+    if args.baseline:
+        lines += ["", f"Against the baseline ({args.baseline_label}), run beside it in every round (the build going "
+                  "first alternating); 'ratio' is the median over rounds of this build's samples/s over the "
+                  "baseline's in the same round:", "",
+                  "| model | run | this build samples/s | baseline samples/s | ratio |", "|---|---|---|---|---|"]
+        for r in rows:
+            for k, what in (("one_rank", "1 rank"), ("two_ranks", "2 ranks, data parallel"),
+                            ("burst", "2 ranks, burst plan")):
+                mine = statistics.median(r["runs"][k])
+                lines.append(f"| {r['model']} | {what} | {mine:.0f} | {r[f'baseline_{k}']:.0f} | "
+                             f"{r[f'{k}_vs_baseline']:.3f} |")
     for model, t in layer_tables.items():
         lines += ["", f"Burst plan for {model} on 2 ranks (convolutions on both, classifier head on rank 0), "
                   f"{t['samples_per_second']:.0f} samples/s with per-layer reductions; milliseconds per step, "
