@@ -146,9 +146,13 @@ class BackgroundJob {
   struct Diverged : Error {
     using Error::Error;
   };
+  class Steps;  // its steps for the run loop (background.cpp)
   void calibrate_steps(int steps);
   void run_thread();
-  bool run_step(bool stop_wanted);  // one step; false when the ranks agree to stop
+  // One step; false when the ranks agree to stop (its update is then
+  // dropped). Notes in checkpoint_due_ whether the step's agreement asked
+  // for a checkpoint.
+  bool run_step(bool stop_wanted);
   void save_checkpoint();           // the job's [output] checkpoint, by rank 0 alone
   void save_final_checkpoint();     // at stop(), unless the job failed; errors become a warning
 
@@ -173,6 +177,7 @@ class BackgroundJob {
   int rank_ = 0;  // in comm_
   int64_t saved_step_ = 0;  // of the last checkpoint written (0: none; a resumed job's is on disk)
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
+  bool checkpoint_due_ = false;  // by the last step's agreement, or checkpoint_every
   int fail_rank_ = -1;  // test hook BURSTPOOL_TEST_BACKGROUND_FAIL=rank:step
   int64_t fail_step_ = -1;
 };

@@ -14,6 +14,7 @@
 #include "comm/wait.hpp"
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/error.hpp"
+#include "burstpool/loop.hpp"
 #include "burstpool/trace.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/session.hpp"
@@ -26,6 +27,27 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 }  // namespace
+
+// The background's steps for the run loop, up to `until` steps: no progress
+// lines or evaluations (the foreground reports it), checkpoints when the
+// step's own agreement says so (rank 0's clock, agreed on the background's
+// communicator, so the loop starts no collective of its own here) or every
+// checkpoint_every steps. A checkpoint falling due on the last step of a
+// piece (the calibration's) is taken by the next step's agreement when it is
+// by time.
+class BackgroundJob::Steps final : public RunSteps {
+ public:
+  Steps(BackgroundJob& b, int64_t until) : RunSteps(b.session_->job()), b_(b), until_(until) {}
+  bool finished() const override { return b_.step_.load() >= std::min(until_, b_.session_->total_steps()); }
+  int step() override { return b_.run_step(b_.stop_.load()) ? 0 : 1; }
+  int64_t steps_done() const override { return b_.step_.load(); }
+  bool checkpoint_due(Clock::time_point) const override { return b_.checkpoint_due_; }
+  void checkpoint() override { b_.save_checkpoint(); }
+
+ private:
+  BackgroundJob& b_;
+  const int64_t until_;
+};
 
 bool ForegroundGate::open() const {
   if (pause_in_allreduce_ && in_allreduce_.load(std::memory_order_relaxed)) return false;
@@ -161,8 +183,8 @@ bool BackgroundJob::run_step(bool stop_wanted) {
   report_.last_loss = agree[2];
   last_loss_.store(agree[2]);
   step_.store(step + 1);
-  if (agree[3] > 0 || (job.checkpoint_every > 0 && (step + 1) % job.checkpoint_every == 0)) save_checkpoint();
-  return step + 1 < s.total_steps();
+  checkpoint_due_ = agree[3] > 0 || (job.checkpoint_every > 0 && (step + 1) % job.checkpoint_every == 0);
+  return true;
 }
 
 // Data parallel: rank 0 holds every layer and writes alone, so the thread
@@ -199,11 +221,13 @@ void BackgroundJob::calibrate(int steps) {
 
 void BackgroundJob::calibrate_steps(int steps) {
   // The first step pays for first-touch allocation and is not timed.
-  if (steps < 2 || step_.load() >= session_->total_steps() || !run_step(false)) return;
+  if (steps < 2) return;
+  Steps untimed(*this, step_.load() + 1);
+  if (run_loop(untimed).stop_signal || step_.load() >= session_->total_steps()) return;
   const int64_t first = step_.load();
   const auto t0 = Clock::now();
-  while (step_.load() - first < steps - 1 && run_step(false)) {
-  }
+  Steps timed(*this, first + steps - 1);
+  run_loop(timed);
   const int64_t done = step_.load() - first;
   if (done > 0) alone_step_seconds_ = seconds_since(t0) / static_cast<double>(done);
   report_.alone_samples_per_second =
@@ -223,8 +247,8 @@ void BackgroundJob::run_thread() {
   omp_set_num_threads(1);  // this thread's OpenMP teams only; the foreground keeps its own
   set_wait_cancel_flag(&cancel_);
   try {
-    while (run_step(stop_.load())) {
-    }
+    Steps steps(*this, session_->total_steps());
+    run_loop(steps);
   } catch (const WaitCancelled&) {
     report_.failed = true;
     report_.error = "stopped waiting for the background job on the other ranks (did it fail there?)";

@@ -1,8 +1,8 @@
-// The ssgd run loop: data parallel or any burst plan over the world's ranks,
-// optionally with a background job beside it (src/multiplex/multiplex.cpp). The
-// learners' loop (src/sync/small_batch.cpp) is its sibling; the helpers both use
-// (progress, evaluation records, checkpoint cadence, resume, metrics) are in
-// src/run/trainer.cpp.
+// An ssgd run: data parallel or any burst plan over the world's ranks,
+// optionally with a background job beside it (src/multiplex/multiplex.cpp),
+// its steps driven by run_loop (burstpool/loop.hpp) as the learners' are
+// (src/sync/small_batch.cpp); the helpers both use (progress, evaluation
+// records, checkpoint cadence, resume, metrics) are in src/run/trainer.cpp.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -14,6 +14,7 @@
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/executor.hpp"
+#include "burstpool/loop.hpp"
 #include "burstpool/memory.hpp"
 #include "burstpool/model.hpp"
 #include "burstpool/plan.hpp"
@@ -45,7 +46,7 @@ void share_statistics(const JobConfig& job, Executor& exec) {
 }
 
 // Test-set accuracy and mean loss through the same plan as training.
-EvalPoint evaluate(Executor& exec, const Dataset& test, const JobConfig& job) {
+EvalPoint evaluate_plan(Executor& exec, const Dataset& test, const JobConfig& job) {
   share_statistics(job, exec);
   return evaluate_test_set(exec, test, 0, test.size(), job.seed);
 }
@@ -85,11 +86,18 @@ Plan checked_plan(const JobConfig& job, const ModelSpec& spec, TrainResult& r) {
   return plan;
 }
 
-// One run of an ssgd job: its state, and the loop in pieces.
-class PlanRun {
+// One run of an ssgd job: its state, and its steps for the run loop.
+class PlanRun final : public RunSteps {
  public:
   explicit PlanRun(const JobConfig& job);
   TrainResult run();
+
+  bool finished() const override { return step_ >= total_; }
+  int step() override;
+  int64_t steps_done() const override { return step_; }
+  void checkpoint() override;
+  void progress() override { log_progress(step_ - 1); }
+  bool evaluate(bool last) override;
 
  private:
   double wall() const { return r_.earlier_wall_seconds + seconds_since(wall_start_); }
@@ -103,7 +111,6 @@ class PlanRun {
   void gather_time_splits(double run_seconds);
   void finish();
 
-  const JobConfig& job_;
   const WorldInfo& w_;
   const Clock::time_point wall_start_ = Clock::now();
   TrainResult r_;
@@ -114,16 +121,17 @@ class PlanRun {
   const int64_t total_, per_epoch_, eval_every_;
   const bool chatty_;
   int64_t first_step_ = 0, total_run_ = 0;  // total_run_: less when stopped early
+  int64_t step_ = 0;                         // the next step
   std::unique_ptr<Multiplexer> multiplex_;
   StopVote vote_{MPI_COMM_WORLD};
   int stop_ = 0;
   double window_loss_ = 0;
   int64_t window_steps_ = 0;
-  Clock::time_point window_start_, last_checkpoint_;  // set when the loop starts
+  Clock::time_point window_start_;  // set when the loop starts
 };
 
 PlanRun::PlanRun(const JobConfig& job)
-    : job_(job),
+    : RunSteps(job),
       w_(world()),
       r_(start_result(job)),
       spec_(load_job_model(job)),
@@ -219,7 +227,7 @@ void PlanRun::log_progress(int64_t step) {
 bool PlanRun::evaluate_now(int64_t step) {
   const auto e0 = Clock::now();
   const TimeSplit before = exec_.times();
-  EvalPoint p = evaluate(exec_, session_.data().test, job_);
+  EvalPoint p = evaluate_plan(exec_, session_.data().test, job_);
   tracer().span(Track::main, "evaluation", e0, false);
   exec_.times() = before;  // the time split covers training only
   p.step = step + 1;
@@ -274,32 +282,32 @@ void PlanRun::finish() {
   }
 }
 
+int PlanRun::step() {
+  train_step(step_++);
+  return stop_;
+}
+
+void PlanRun::checkpoint() {
+  const auto c0 = Clock::now();
+  write_final_checkpoint(job_, exec_, session_.sgd(), step_, run_history(r_, wall()));
+  tracer().span(Track::main, "checkpoint", c0, false);
+  window_start_ = Clock::now();  // checkpointing is not training time
+}
+
+bool PlanRun::evaluate(bool last) {
+  return session_.data().has_test && (step_ % eval_every_ == 0 || last) && evaluate_now(step_ - 1);
+}
+
 TrainResult PlanRun::run() {
   resume();
   print_banner();
   start_background();
-  window_start_ = last_checkpoint_ = Clock::now();  // after the background's calibration
+  window_start_ = Clock::now();  // after the background's calibration
   run_log().record("start", wall(), {{"job", job_.name}, {"first_step", first_step_}, {"ranks", w_.size}});
-  for (int64_t step = first_step_; step < total_; ++step) {
-    train_step(step);
-    const bool last = step + 1 == total_;
-    if (!last && !stop_ && checkpoint_due(job_, step, last_checkpoint_)) {
-      const auto c0 = Clock::now();
-      write_final_checkpoint(job_, exec_, session_.sgd(), step + 1, run_history(r_, wall()));
-      tracer().span(Track::main, "checkpoint", c0, false);
-      last_checkpoint_ = window_start_ = Clock::now();  // checkpointing is not training time
-    }
-    if ((step + 1) % job_.log_every == 0 || last || stop_) log_progress(step);
-    if (stop_) {  // the checkpoint and metrics below, no evaluation: the scheduler's kill may be near
-      total_run_ = step + 1;
-      r_.stopped_by = stop_signal_name(stop_);
-      break;
-    }
-    if (session_.data().has_test && ((step + 1) % eval_every_ == 0 || last) && evaluate_now(step)) {
-      total_run_ = step + 1;
-      break;
-    }
-  }
+  step_ = first_step_;
+  const LoopEnd end = run_loop(*this);
+  if (end.stop_signal) r_.stopped_by = stop_signal_name(end.stop_signal);
+  if (end.stop_signal || end.reached_target) total_run_ = step_;
   finish();
   return r_;
 }

@@ -1,4 +1,4 @@
-// The small-batch learners' run loop (docs/learners.md): sma, shadow,
+// The small-batch learners' run (docs/learners.md), driven by run_loop: sma, shadow,
 // local-sgd and any strategy of src/sync/registry.cpp.
 //
 // Every rank holds k learners (replicas of the whole model), each trained on
@@ -9,8 +9,8 @@
 // runs over learner batches per rank (an iteration with k learners advances
 // it by k), so its length does not depend on k.
 //
-// The loop owns the learners, batches, schedule, auto-tuning, progress,
-// evaluation, checkpoints and stops; the strategy (src/sync/strategy.hpp)
+// The run owns the learners, batches, schedule, auto-tuning, progress,
+// evaluation and checkpoints (run_loop decides when); the strategy (src/sync/strategy.hpp)
 // owns each learner's update and what keeps the replicas together.
 #include <cmath>
 #include <cstdlib>
@@ -25,6 +25,7 @@
 
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/error.hpp"
+#include "burstpool/loop.hpp"
 #include "burstpool/memory.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/run_log.hpp"
@@ -45,8 +46,8 @@ using Clock = std::chrono::steady_clock;
 // `state` (collective): each rank evaluates its share of the test set with
 // `learner`'s replica, whose own values (host copies current: sync_host) are
 // put back afterwards.
-EvalPoint evaluate(Learner& learner, const float* params, const float* state, const Dataset& test,
-                   const JobConfig& job) {
+EvalPoint evaluate_learner(Learner& learner, const float* params, const float* state, const Dataset& test,
+                           const JobConfig& job) {
   Model& m = learner.model();
   const size_t n = m.param_count(), s = m.state().size();
   std::vector<float> own(m.params().data(), m.params().data() + n);
@@ -137,15 +138,24 @@ std::optional<LearnerProgress> resume_learners(const JobConfig& job, std::vector
 }
 
 // One run of train_small_batch: its state, and the loop in pieces.
-class LearnerRun {
+// One run of the learners: its state, and its iterations for the run loop.
+class LearnerRun final : public RunSteps {
  public:
   explicit LearnerRun(const JobConfig& job);
   TrainResult run();
 
+  bool finished() const override {
+    return job_.steps > 0 ? iteration_ >= job_.steps : batches_ + per_iteration() > total_batches_;
+  }
+  int step() override;  // one iteration of every learner
+  int64_t steps_done() const override { return iteration_; }
+  void checkpoint() override { save_checkpoint(); }
+  void progress() override { log_progress(lr_); }
+  bool evaluate(bool last) override { return evaluate_now(last); }
+
  private:
   double wall() const { return r_.earlier_wall_seconds + seconds_since(wall_start_); }  // since the first run's start
   int64_t per_iteration() const { return static_cast<int64_t>(w_.size) * static_cast<int64_t>(learners_.size()); }
-  bool finished() const { return job_.steps > 0 ? iteration_ >= job_.steps : batches_ + per_iteration() > total_batches_; }
   int64_t remaining_batches() const {  // learner batches still to take, all ranks
     return job_.steps > 0 ? (job_.steps - iteration_) * per_iteration() : total_batches_ - batches_;
   }
@@ -163,7 +173,6 @@ class LearnerRun {
   void save_checkpoint();
   void finish();
 
-  const JobConfig& job_;
   const SyncConfig& sc_;
   const WorldInfo& w_;
   const Clock::time_point wall_start_ = Clock::now();
@@ -184,11 +193,12 @@ class LearnerRun {
   double window_loss_ = 0, window_seconds_ = 0;  // since the last progress line; training time only
   int64_t window_iterations_ = 0, window_samples_ = 0;
   int64_t eval_step_ = 1, next_eval_ = 0;  // iterations, or learner batches
-  Clock::time_point last_checkpoint_ = Clock::now();
+  float lr_ = 0;  // the last iteration's learning rate
+  std::optional<StopVote> vote_;
 };
 
 LearnerRun::LearnerRun(const JobConfig& job)
-    : job_(job),
+    : RunSteps(job),
       sc_(job.sync),
       w_(world()),
       r_(start_result(job)),
@@ -331,7 +341,7 @@ bool LearnerRun::evaluate_now(bool last) {
   EvalPoint p;
   {
     std::unique_lock<std::mutex> guard = replica_guard();  // no background move of the swapped-in model
-    p = evaluate(team_.first(), model, state, data_.test, job_);
+    p = evaluate_learner(team_.first(), model, state, data_.test, job_);
   }
   p.step = iteration_;
   p.epoch = static_cast<double>(batches_) / per_epoch_;
@@ -365,48 +375,40 @@ void LearnerRun::finish() {
   if (!job_.checkpoint_path.empty()) save_checkpoint();
 }
 
+int LearnerRun::step() {
+  const auto t0 = Clock::now();
+  const int k = static_cast<int>(learners_.size());
+  lr_ = schedule_.at(job_.steps > 0 ? iteration_ : batches_ / w_.size);  // learner batches per rank
+  strategy_->before_iteration(team_, lr_);
+  vote_->start();
+  const double loss = step_learners(lr_);
+  strategy_->after_iteration(team_, iteration_);
+  const int stop = vote_->finish();
+  batches_ += static_cast<int64_t>(w_.size) * k;
+  ++iteration_;
+  const double seconds = seconds_since(t0);
+  r_.train_seconds += seconds;
+  window_loss_ += loss;
+  ++window_iterations_;
+  window_samples_ += static_cast<int64_t>(w_.size) * k * b_;
+  window_seconds_ += seconds;
+
+  const int next_k = std::max(1, tuner_->after_iteration(k, seconds, static_cast<double>(w_.size) * k * b_, r_.tuning));
+  set_learner_count(next_k);
+  if (w_.rank == 0 && next_k != k)
+    fmt::print("auto-tune: {} learner(s) per rank gave {:.0f} samples/s; {} {}\n", k,
+               r_.tuning.back().samples_per_second, next_k > k ? "trying" : "keeping", next_k);
+  return stop;
+}
+
 TrainResult LearnerRun::run() {
   resume();
   run_log().record("start", wall(), {{"job", job_.name}, {"first_step", iteration_}, {"ranks", w_.size}});
   strategy_->begin(team_);
   print_banner();
-  StopVote vote(MPI_COMM_WORLD);
-  while (!finished()) {
-    const auto t0 = Clock::now();
-    const int k = static_cast<int>(learners_.size());
-    const float lr = schedule_.at(job_.steps > 0 ? iteration_ : batches_ / w_.size);  // learner batches per rank
-    strategy_->before_iteration(team_, lr);
-    vote.start();
-    const double loss = step_learners(lr);
-    strategy_->after_iteration(team_, iteration_);
-    const int stop = vote.finish();
-    batches_ += static_cast<int64_t>(w_.size) * k;
-    ++iteration_;
-    const double seconds = seconds_since(t0);
-    r_.train_seconds += seconds;
-    window_loss_ += loss;
-    ++window_iterations_;
-    window_samples_ += static_cast<int64_t>(w_.size) * k * b_;
-    window_seconds_ += seconds;
-
-    const int next_k = std::max(1, tuner_->after_iteration(k, seconds, static_cast<double>(w_.size) * k * b_, r_.tuning));
-    set_learner_count(next_k);
-    if (w_.rank == 0 && next_k != k)
-      fmt::print("auto-tune: {} learner(s) per rank gave {:.0f} samples/s; {} {}\n", k,
-                 r_.tuning.back().samples_per_second, next_k > k ? "trying" : "keeping", next_k);
-
-    const bool last = finished();
-    if (iteration_ % job_.log_every == 0 || last || stop) log_progress(lr);
-    if (stop) {  // the checkpoint and metrics below, no evaluation: the scheduler's kill may be near
-      r_.stopped_by = stop_signal_name(stop);
-      break;
-    }
-    if (evaluate_now(last)) break;
-    if (!last && checkpoint_due(job_, iteration_ - 1, last_checkpoint_)) {
-      save_checkpoint();
-      last_checkpoint_ = Clock::now();
-    }
-  }
+  vote_.emplace(MPI_COMM_WORLD);
+  const LoopEnd end = run_loop(*this);
+  if (end.stop_signal) r_.stopped_by = stop_signal_name(end.stop_signal);
   finish();
   return r_;
 }
