@@ -89,6 +89,52 @@ def include_edges(files, problems):
     return edges
 
 
+def file_graph(files):
+    """Each file's includes resolved to files of the tree: beside the file
+    first, then the public headers, the views' folders, and (for trees laid
+    out before the views) src/ and the top level."""
+    known = set(files)
+    graph = {}
+    for rel in files:
+        text = open(os.path.join(ROOT, rel), encoding="utf-8").read()
+        out = set()
+        for inc in INCLUDE.findall(text):
+            first = inc.split("/")[0]
+            candidates = [os.path.normpath(os.path.join(os.path.dirname(rel), inc)), "include/" + inc]
+            if first in VIEWS:
+                candidates.append(os.path.normpath(os.path.join(VIEWS[first], inc[len(first) + 1:])))
+            candidates += ["src/" + inc, inc]
+            hit = next((c for c in candidates if c in known), None)
+            if hit:
+                out.add(hit)
+        graph[rel] = out
+    return graph
+
+
+def file_depth(graph):
+    """The longest include chain (files on it), cycles cut where met, and
+    the number of includes that close a cycle (run back up the chain)."""
+    depth, state, back = {}, {}, [0]
+
+    def visit(f):
+        state[f] = 1
+        d = 1
+        for g in graph.get(f, ()):
+            if state.get(g) == 1:
+                back[0] += 1
+                continue
+            if g not in state:
+                visit(g)
+            d = max(d, 1 + depth[g])
+        depth[f] = d
+        state[f] = 2
+
+    for f in sorted(graph):
+        if f not in state:
+            visit(f)
+    return max(depth.values(), default=0), back[0]
+
+
 def cycles(edges):
     found, state = [], {}
 
@@ -209,6 +255,20 @@ def main():
         print(f"  {here:10s} (level {lv[here]}) -> " +
               ", ".join(f"{t} ({k})" for t, k in sorted(edges[here].items())))
     print(f"levels: {max(lv.values(), default=0)}")
+    graph = file_graph(files)
+    chain, back = file_depth(graph)
+    print(f"files: the longest include chain is {chain} files; {back} include(s) close a cycle between files")
+    # The same resolved includes between directories, public headers included:
+    # a pair of directories that include each other either way is a cycle.
+    dirs = {}
+    for f, incs in graph.items():
+        for g in incs:
+            a, b = os.path.dirname(f), os.path.dirname(g)
+            if a != b:
+                dirs.setdefault(a, set()).add(b)
+    pairs = sorted({tuple(sorted((a, b))) for a in dirs for b in dirs[a] if a in dirs.get(b, set())})
+    print(f"directories: {sum(len(v) for v in dirs.values())} include edges between them; "
+          f"{len(pairs)} pair(s) include each other" + (": " + ", ".join(" <-> ".join(p) for p in pairs) if pairs else ""))
 
     longest = []
     for rel in files:

@@ -1,6 +1,7 @@
 #pragma once
 // Cluster throughput: how much training two jobs sharing ranks get done,
-// counted in "clusters' worth" of each job alone.
+// counted in "clusters' worth" of each job alone. Header-only: two inline
+// formulas, shared by the multiplexer and the simulator.
 //
 //   cluster throughput = fg shared / fg reference + bg shared / bg alone
 //

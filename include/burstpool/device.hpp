@@ -1,7 +1,8 @@
 #pragma once
 // Device policy, the same with or without the CUDA backend (so it is tested
 // on machines without a GPU): which GPU a rank takes, and which CUDA stream
-// priority each kind of work runs at.
+// priority each kind of work runs at (cuda/selection.cpp; the CUDA entry
+// points in cuda/context.cpp, or cuda/absent.cpp without the backend).
 #include <string>
 
 namespace burstpool {

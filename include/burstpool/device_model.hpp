@@ -1,6 +1,9 @@
 #pragma once
 // The executor's interface to an accelerator: a copy of the model that runs
-// the layers instead of the CPU ones, and the CUDA one's factory.
+// the layers instead of the CPU ones, and the CUDA one's factory. An
+// interface: its implementations are src/run/host_device.cpp (the CPU),
+// src/run/twin_device.cpp, cuda/gpu_model.cpp; the choice by name is
+// src/run/device.cpp.
 #include <mpi.h>
 
 #include <cstddef>

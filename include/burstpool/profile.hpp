@@ -1,6 +1,6 @@
 #pragma once
 // Profiles: what the planner and simulator need to know about this device and
-// network, measured once and kept in JSON files.
+// network, measured once and kept in JSON files (src/plan/profiler.cpp).
 //
 // A layer profile holds, for every layer of one model and every per-device
 // batch measured, the forward and backward milliseconds (median of repeats

@@ -49,9 +49,4 @@ void Tensor::fill(float value) {
   for (size_t i = 0; i < n; ++i) p[i] = value;
 }
 
-void throw_check_failure(const char* file, int line, const std::string& what) {
-  const char* base = std::strrchr(file, '/');
-  throw Error(fmt::format("{} (at {}:{})", what, base ? base + 1 : file, line));
-}
-
 }  // namespace burstpool
