@@ -105,6 +105,12 @@ int usable_cores();
 // cores >= 2 (or when the background's layers run on the CPU, where it takes
 // the foreground's idle core time by design: then pass cores >= 2).
 std::string binding_warning(int cores);
+// The warning for `ranks` ranks of one node sharing its `gpus` GPUs while a
+// background job runs on them: separate processes on one GPU are
+// time-sliced, so the background's least-priority streams cannot yield to
+// another process's foreground. Empty when every rank has a GPU of its own
+// (ranks <= gpus) or there is no GPU (gpus < 1: nothing to share).
+std::string gpu_sharing_warning(int ranks, int gpus, const std::string& host);
 
 // Throws unless MPI runs at MPI_THREAD_MULTIPLE, naming the level it has.
 void require_thread_multiple();

@@ -85,6 +85,15 @@ std::string binding_warning(int cores) {
       cores);
 }
 
+std::string gpu_sharing_warning(int ranks, int gpus, const std::string& host) {
+  if (gpus < 1 || ranks <= gpus) return "";
+  return fmt::format(
+      "burstpool: warning: {} ranks share {} GPU{} on {}: a GPU time-slices separate processes, so a background "
+      "job's least-priority streams cannot give way to another rank's foreground there; give each rank a GPU of "
+      "its own, or run NVIDIA's Multi-Process Service (MPS), untried with burstpool (docs/multiplexing.md)",
+      ranks, gpus, gpus == 1 ? "" : "s", host);
+}
+
 void require_thread_multiple() {
   int level = MPI_THREAD_SINGLE;
   BP_MPI_CHECK(MPI_Query_thread(&level));

@@ -8,6 +8,7 @@
 
 #include "comm/wait.hpp"
 #include "burstpool/cluster_throughput.hpp"
+#include "burstpool/device.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/outputs.hpp"
 #include "burstpool/runtime.hpp"
@@ -64,6 +65,10 @@ Multiplexer::Multiplexer(const JobConfig& foreground, Executor& exec)
     BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &cores, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     const std::string warning = binding_warning(cores);
     if (world().rank == 0 && !warning.empty()) fmt::print(stderr, "{}\n", warning);
+  }
+  if (bg.device == "cuda" || fg_.device == "cuda") {  // once per node: its first rank
+    const std::string sharing = gpu_sharing_warning(world().local_size, cuda_device_count(), world().host);
+    if (world().local_rank == 0 && !sharing.empty()) fmt::print(stderr, "{}\n", sharing);
   }
   bg_ = std::make_unique<BackgroundJob>(bg, MPI_COMM_WORLD, gate_, fg_.background);
   bg_->calibrate(fg_.background.calibrate_steps);

@@ -80,6 +80,19 @@ TEST(BackgroundThread, OneUsableCoreIsSeenAndWarnedAbout) {
   EXPECT_EQ(binding_warning(2), "");
 }
 
+// Two processes on one GPU are time-sliced: the warning says so and names
+// the ways out; none when every rank has its own GPU or there is no GPU.
+TEST(BackgroundThread, RanksSharingAGpuAreWarnedAbout) {
+  const std::string two_on_one = gpu_sharing_warning(2, 1, "node7");
+  EXPECT_NE(two_on_one.find("2 ranks share 1 GPU on node7"), std::string::npos) << two_on_one;
+  EXPECT_NE(two_on_one.find("time-slices"), std::string::npos) << two_on_one;
+  EXPECT_NE(two_on_one.find("MPS"), std::string::npos) << two_on_one;
+  EXPECT_NE(gpu_sharing_warning(8, 4, "n").find("8 ranks share 4 GPUs"), std::string::npos);
+  EXPECT_EQ(gpu_sharing_warning(4, 4, "n"), "");
+  EXPECT_EQ(gpu_sharing_warning(1, 2, "n"), "");
+  EXPECT_EQ(gpu_sharing_warning(2, 0, "n"), "");  // no GPU: the device check refuses cuda anyway
+}
+
 TEST(ThreadLevel, BelowMultipleIsRefusedWithTheLevel) {
   EXPECT_NO_THROW(check_thread_level(MPI_THREAD_MULTIPLE));
   try {
