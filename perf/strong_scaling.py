@@ -114,7 +114,7 @@ def main():
                     row[f"{k}_vs_baseline"] = statistics.median(
                         [a / b for a, b in zip(runs[k], runs["base_" + k])])  # per round: side by side
             rows.append(row)
-            m = burstpool(args.build, tmp, model, 2, ["--plan", burst_plan(args.build, tmp, model),
+            m = burstpool(args.build, tmp, model, 2, ["--plan", plan,
                                                        "--set", "parallel.layer_timing=true"])
             layer_tables[model] = {"samples_per_second": m["samples_per_second"], "layers": m["per_layer"],
                                    "per_rank": m["per_rank"]}

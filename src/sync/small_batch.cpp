@@ -137,7 +137,6 @@ std::optional<LearnerProgress> resume_learners(const JobConfig& job, std::vector
   return p;
 }
 
-// One run of train_small_batch: its state, and the loop in pieces.
 // One run of the learners: its state, and its iterations for the run loop.
 class LearnerRun final : public RunSteps {
  public:
