@@ -12,6 +12,19 @@
 // layer's rank group (comm/grad_sync). Every rank walks every layer in the
 // same order, so all point-to-point and collective calls match without extra
 // coordination.
+//
+// Where the transport can leave pieces in flight (MPI over host memory, the
+// host device's and the twin's), a slice is sent as soon as its producer
+// has made it (forward) or its consumer has computed its gradient
+// (backward), and a rank waits only for what the layer in front of it
+// needs: a gradient piece is received in the background and waited for just
+// before the producer's backward (earlier pieces into the same gradient
+// first, so sums add in one order on every run). Branches of a fork on
+// disjoint rank sets therefore run at the same time, though every rank
+// still walks one order: a rank blocks only on data of layers before the
+// one it waits at, which the ranks holding them have already sent. Over
+// NCCL (a send waits in its stream for the peer), exchanges stay in step
+// with the walk.
 #include <mpi.h>
 
 #include <atomic>
@@ -134,7 +147,17 @@ class Executor {
  private:
   void exchange_inputs(int layer);           // forward: every input slot from another rank set
   void exchange_input_gradients(int layer);  // backward: their gradients back
-  void queue_exchange(int layer, int slot, bool backward);
+  // Which pieces of an exchange this rank queues: all, the ones it sends, or
+  // the ones it keeps and receives (early sends: the two at different times).
+  enum class Pieces { all, sends, receives };
+  void queue_exchange(int layer, int slot, bool backward, Pieces which = Pieces::all);
+  // Early sends: the activations of `producer` to every consumer on other rank sets.
+  void send_outputs(int producer);
+  // Early sends: waits for the gradient pieces in flight into layers up to
+  // the last entry for `producer` (all: -1), in the order they were posted.
+  void complete_gradients(int producer);
+  void finish_sends();  // early sends: every send of the step delivered
+  bool feeds_other_sets(int producer) const;
   void finish_exchanges(int layer, int first_slot, bool backward);
   // Counts [t0, now) as `layer`'s transfer time and traces it as "<what> <layer>[ slot <slot>]" (slot < 0: none).
   void transfer_done(int layer, std::chrono::steady_clock::time_point t0, const char* what, int slot);
@@ -185,6 +208,17 @@ class Executor {
   std::chrono::steady_clock::time_point device_reduce_start_;
   double device_reduce_seconds_ = 0;  // the device model's waits for gradient sums, this step
   std::vector<std::vector<WaitSite>> wait_sites_;  // per layer: forward, backward wait per input slot
+  // Early sends (see the top): whether the mover sends slices as soon as they are made,
+  // each layer's consumers (layer, slot), the send batches in flight and the gradient
+  // receives in flight (into `producer`, for `layer`'s slot `slot`), oldest first.
+  bool early_ = false;
+  std::vector<std::vector<std::pair<int, int>>> consumers_;
+  std::vector<size_t> sends_in_flight_;
+  struct GradientsInFlight {
+    int producer, layer, slot;
+    size_t batch;
+  };
+  std::vector<GradientsInFlight> gradients_in_flight_;
   int buckets_ = 0;
   bool traced_ = false;
 };

@@ -12,11 +12,23 @@
 //   Xfer(a->b) 0 if a = b, else twice (activations forward, gradients back)
 //              latency + act bytes/sample x B (1/min(a,b) - 1/max(a,b)) / p2p
 //              bandwidth: what the busiest rank sends or receives.
-// A step costs the sum over layers of G + Sync + incoming Xfer, branches
-// included: the planner's rank sets are prefixes, so the branches between a
-// fork and its join share rank 0 and run one after another, as the runtime
-// walks them (on disjoint sets they would too: every rank walks one global
-// layer order and sends a slice when its consumer's turn comes; docs/profiles.md).
+// A step costs the sum over layers of G + Sync + incoming Xfer. The
+// branches between a fork and its join run either
+//   in turn:  every branch layer on a prefix of its own count (the branches
+//             share rank 0, one after another): their costs add up; or
+//   at once:  each branch with layers on one range of c ranks, the main
+//             branch on the prefix 0..c-1 and the others on disjoint ranges
+//             after it: the block costs its slowest branch, each branch
+//             counting its transfer in from the fork and out to the join
+//             (off the prefix, XferApart: every sample moves, latency +
+//             act bytes/sample x B / min(a,b) / bandwidth each way, an upper
+//             bound where a range overlaps the fork's or join's ranks). An
+//             identity branch runs beside them as its fork->join transfer.
+// The executor sends slices as soon as they are made, so branches on
+// disjoint ranks do run at once (over MPI; include/burstpool/executor.hpp).
+// For each fork and join count the program takes the cheaper of the
+// branches in turn and the best split of the ranks among them at once
+// (plan/branch_split.hpp), as DeepPool (Park et al., MLSys 2022) does.
 // Amplification limit A: layer l may use n ranks only if, by the rule chosen,
 //   compute:    n G(l, n) <= A G(l, 1)
 //   layer-time: n (G(l, n) + Sync(l, n) + incoming Xfer) <= A G(l, 1)
@@ -27,8 +39,9 @@
 // The dynamic program is exact for this cost model on models made of chains
 // and single-level fork/join blocks (ResNet and Inception blocks), with one
 // exception: under the layer-time rule, a join's incoming transfers come
-// from the branch ends its cost chose, so a plan whose branch ends move less
-// data into the join, allowed where the chosen one is not, can be missed.
+// from the branch ends (or the split) its cost chose, so a plan whose branch
+// ends move less data into the join, allowed where the chosen one is not,
+// can be missed.
 #include <string>
 #include <vector>
 
@@ -43,12 +56,15 @@ struct PlannerOptions {
   double amp_limit = 2.0;  // >= 1; infinity: no limit
   bool soft_limit = false;
   enum class AmpRule { compute, layer_time } amp_rule = AmpRule::compute;
+  // Branches of a fork may run at once on disjoint ranks (else always in turn).
+  bool branches_at_once = true;
   LinkModel p2p, allreduce;
 };
 
 struct PlannedLayer {
   std::string name;
   int ranks = 1;
+  int first_rank = 0;  // the layer runs on first_rank..first_rank+ranks-1
   double compute_s = 0, sync_s = 0, transfer_s = 0;  // G, Sync, incoming Xfer
   double amplification = 1;                          // n G(l, n) / G(l, 1)
 };
@@ -73,7 +89,10 @@ class CostModel {
   int layers() const { return static_cast<int>(names_.size()); }
   double compute(int layer, int n) const;  // G
   double sync(int layer, int n) const;
-  double transfer(int producer, int from_n, int to_n) const;
+  double transfer(int producer, int from_n, int to_n) const;  // between prefixes
+  double transfer_apart(int producer, int from_n, int to_n) const;  // a prefix and a range off it
+  // Between a prefix of from_n ranks and the range to_first..to_first+to_n-1.
+  double transfer_between(int producer, int from_n, int to_first, int to_n) const;
   // The amplification rule for `layer` on n ranks; incoming_s: the time its
   // incoming transfers take (used by the layer-time rule; 0 gives a bound
   // that holds for any incoming time).
@@ -89,8 +108,9 @@ class CostModel {
   PlannerOptions o_;
 };
 
-// The predicted cost of a given plan whose layers use prefix rank sets (data
-// parallel, or a plan written by plan_model).
+// The predicted cost of a given plan of the planner's form: every layer on a
+// prefix, except the branches of a fork at once (data parallel, or a plan
+// written by plan_model); others are refused naming the plan.
 PlanResult plan_cost(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& options,
                      const Plan& plan);
 

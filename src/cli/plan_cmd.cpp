@@ -1,6 +1,6 @@
 // burstpool plan MODEL --profile P (--network NET | --bandwidth GBPS --latency US) --ranks N
 //                      --global-batch B [--amp-limit A|none] [--soft-limit] [--amp-rule compute|layer-time]
-//                      [--out PLAN.json]
+//                      [--branches auto|in-turn] [--out PLAN.json]
 // burstpool plan --data-parallel MODEL --ranks N --global-batch B --out PLAN.json
 #include <fmt/format.h>
 
@@ -24,16 +24,18 @@ struct PlanArgs {
   std::string model, out, profile, summary, amp = "2";
   bool data_parallel = false, soft = false;
   std::string rule = "compute";  // --amp-rule
+  std::string branches = "auto";  // --branches
   int ranks = 0, batch = 0;
   NetworkArgs network;
 };
 
 void print_plan(const PlanResult& r, double amp, const std::string& rule) {
-  fmt::print("{:<18} {:>6} {:>12} {:>11} {:>12} {:>8}\n", "layer", "ranks", "compute ms", "sync ms", "transfer ms",
+  fmt::print("{:<18} {:>9} {:>12} {:>11} {:>12} {:>8}\n", "layer", "ranks", "compute ms", "sync ms", "transfer ms",
              "amplif.");
   for (const PlannedLayer& l : r.layers)
-    fmt::print("{:<18} {:>6} {:>12.3f} {:>11.3f} {:>12.3f} {:>8.2f}\n", l.name, l.ranks, 1e3 * l.compute_s,
-               1e3 * l.sync_s, 1e3 * l.transfer_s, l.amplification);
+    fmt::print("{:<18} {:>9} {:>12.3f} {:>11.3f} {:>12.3f} {:>8.2f}\n", l.name,
+               l.first_rank == 0 ? fmt::format("{}", l.ranks) : rank_ranges(r.plan.ranks_of(l.name)),
+               1e3 * l.compute_s, 1e3 * l.sync_s, 1e3 * l.transfer_s, l.amplification);
   fmt::print("predicted iteration {:.3f} ms, device-time {:.3f} rank-ms per step (amplification limit {}{})\n",
              1e3 * r.iteration_s, 1e3 * r.device_s, std::isfinite(amp) ? fmt::format("{}", amp) : "none",
              std::isfinite(amp) ? ", " + rule + " rule" : "");
@@ -63,6 +65,7 @@ PlannerOptions planner_options(const PlanArgs& args) {
   if (!(o.amp_limit >= 1)) throw Error(fmt::format("--amp-limit {} must be >= 1", args.amp));
   o.soft_limit = args.soft;
   o.amp_rule = amp_rule_named(args.rule);
+  o.branches_at_once = args.branches == "auto";
   std::tie(o.p2p, o.allreduce) = args.network.resolve("plan");
   return o;
 }
@@ -77,7 +80,7 @@ void write_summary(const PlanArgs& args, const ModelSpec& spec, const ModelProfi
   nlohmann::json layers = nlohmann::json::array();
   for (const PlannedLayer& l : r.layers) {
     counts.push_back(l.ranks);
-    layers.push_back({{"name", l.name}, {"ranks", l.ranks}, {"compute_s", l.compute_s}, {"sync_s", l.sync_s},
+    layers.push_back({{"name", l.name}, {"ranks", l.ranks}, {"first_rank", l.first_rank}, {"compute_s", l.compute_s}, {"sync_s", l.sync_s},
                       {"transfer_s", l.transfer_s}, {"amplification", l.amplification}});
   }
   write_json(args.summary,
@@ -85,7 +88,7 @@ void write_summary(const PlanArgs& args, const ModelSpec& spec, const ModelProfi
               {"amp_limit", std::isfinite(o.amp_limit) ? nlohmann::json(o.amp_limit) : nlohmann::json("none")},
               {"iteration_s", r.iteration_s}, {"device_s", r.device_s},
               {"data_parallel_iteration_s", dp.iteration_s}, {"data_parallel_device_s", dp.device_s},
-              {"amp_rule", args.rule}, {"layer_ranks", counts}, {"layers", layers}, {"planning_seconds", took},
+              {"amp_rule", args.rule}, {"branches", args.branches}, {"layer_ranks", counts}, {"layers", layers}, {"planning_seconds", took},
               {"profile_device", profile.device}, {"profile_threads", profile.threads}});
 }
 
@@ -127,6 +130,10 @@ Command add_plan(CLI::App& app) {
                   "What the limit bounds: compute (n x the layer's compute on n ranks <= A x on one) or layer-time "
                   "(DeepPool's: its compute, gradient sum and incoming transfers together)")
       ->check(CLI::IsMember({"compute", "layer-time"}));
+  sub->add_option("--branches", args->branches,
+                  "A fork's branches: auto (at once on disjoint ranks where predicted faster, else in turn) or "
+                  "in-turn (always one after another, on rank prefixes)")
+      ->check(CLI::IsMember({"auto", "in-turn"}));
   sub->add_option("--out", args->out, "Plan file to write (JSON)");
   sub->add_option("--summary", args->summary,
                   "Write the predicted iteration time and device-time of the plan and of data parallel (JSON)");

@@ -52,6 +52,7 @@ const JobKey kKeys[] = {
   {"parallel", "plan", "", "path | auto", "", "Plan file (JSON) giving each layer its ranks; empty: data parallel over all ranks. Relative to the job file's folder. auto: planned at start-up from the layer and network profiles in profile_cache, measured there once (docs/parallel.md)"},
   {"parallel", "amp_limit", "2", "ratio", "[1, 1000000]", "plan = auto: the amplification limit: a layer gets n ranks only if n x its time on them <= amp_limit x its time on one (docs/profiles.md)"},
   {"parallel", "amp_rule", "compute", "compute | layer-time", "", "plan = auto: what the limit bounds: the layer's compute, or its compute, gradient sync and incoming transfers (DeepPool's rule)"},
+  {"parallel", "branches", "auto", "auto | in-turn", "", "plan = auto: the branches of a fork (Inception, ResNet blocks) at once on disjoint ranks where that is predicted faster, else in turn (auto); or always in turn. On cuda, always in turn: NCCL moves slices in step with the layer order, so branches on other ranks would wait"},
   {"parallel", "profile_cache", "burstpool-profiles", "path", "", "plan = auto: folder of cached layer profiles (per model, device, threads and host) and network profiles (per rank count and hosts), relative to the working folder"},
   {"parallel", "bucket_mb", "25", "MiB", "(0, 4096]", "Gradient allreduce bucket size"},
   {"parallel", "layer_timing", "false", "boolean", "", "Report transfer and allreduce seconds per layer in the metrics; each layer's gradient allreduce then runs on its own, without overlap"},

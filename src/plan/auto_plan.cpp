@@ -117,7 +117,7 @@ AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
       w.size > 1 ? network(fmt::format("{}/network-{}ranks-{:016x}.json", cache, w.size, std::hash<std::string>{}(hosts)),
                            w.size)
                  : std::pair<LinkModel, LinkModel>{{1e-6, 1e10}, {1e-6, 1e10}};
-  std::vector<int> counts(spec.layers.size(), 1);
+  std::vector<int> counts(spec.layers.size(), 1), firsts(spec.layers.size(), 0);
   double times[2] = {0, 0};
   AutoPlan result;
   result.path = plan_file(job, cache, w.size);
@@ -130,21 +130,31 @@ AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
     o.global_batch = job.batch_size;
     o.amp_limit = job.amp_limit;
     o.amp_rule = amp_rule_named(job.amp_rule);
+    // Branches at once need slices sent as soon as they are made: the CPU's and the twin's MPI transport.
+    o.branches_at_once = job.branches == "auto" && job.device != "cuda";
     o.p2p = p2p;
     o.allreduce = allreduce;
     const PlanResult planned = plan_model(spec, profile, o);
     const PlanResult dp =
         plan_cost(spec, profile, o, data_parallel_plan(spec, std::min(w.size, job.batch_size), job.batch_size));
-    for (size_t i = 0; i < spec.layers.size(); ++i) counts[i] = static_cast<int>(planned.plan.layer_ranks[i].size());
+    for (size_t i = 0; i < spec.layers.size(); ++i) {
+      counts[i] = static_cast<int>(planned.plan.layer_ranks[i].size());
+      firsts[i] = planned.plan.layer_ranks[i].front();
+    }
     times[0] = planned.iteration_s;
     times[1] = dp.iteration_s;
     save_plan(planned.plan, result.path);
   }
   BP_MPI_CHECK(MPI_Bcast(counts.data(), static_cast<int>(counts.size()), MPI_INT, 0, MPI_COMM_WORLD));
+  BP_MPI_CHECK(MPI_Bcast(firsts.data(), static_cast<int>(firsts.size()), MPI_INT, 0, MPI_COMM_WORLD));
   BP_MPI_CHECK(MPI_Bcast(times, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD));
   result.plan = job_data_parallel_plan(job, spec, w.size);
   result.plan.source = result.path;
-  for (size_t i = 0; i < counts.size(); ++i) result.plan.layer_ranks[i].resize(counts[i]);
+  for (size_t i = 0; i < counts.size(); ++i) {
+    RankSet& set = result.plan.layer_ranks[i];
+    set.resize(counts[i]);
+    for (int k = 0; k < counts[i]; ++k) set[k] = firsts[i] + k;
+  }
   result.predicted_step_s = times[0];
   result.data_parallel_step_s = times[1];
   if (w.rank == 0) {

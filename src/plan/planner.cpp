@@ -4,8 +4,10 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 
 #include "burstpool/error.hpp"
+#include "plan/branch_split.hpp"
 
 namespace burstpool {
 namespace {
@@ -112,6 +114,15 @@ double CostModel::transfer(int producer, int from_n, int to_n) const {
   return 2.0 * (o_.p2p.latency_s + bytes / o_.p2p.bandwidth_bytes_per_s);
 }
 
+double CostModel::transfer_apart(int producer, int from_n, int to_n) const {
+  const double bytes = prof_[producer]->activation_bytes_per_sample * o_.global_batch / std::min(from_n, to_n);
+  return 2.0 * (o_.p2p.latency_s + bytes / o_.p2p.bandwidth_bytes_per_s);
+}
+
+double CostModel::transfer_between(int producer, int from_n, int to_first, int to_n) const {
+  return to_first == 0 ? transfer(producer, from_n, to_n) : transfer_apart(producer, from_n, to_n);
+}
+
 bool CostModel::allowed(int layer, int n, double incoming_s) const {
   if (n > o_.global_batch) return false;
   if (!std::isfinite(o_.amp_limit)) return true;
@@ -124,47 +135,112 @@ bool CostModel::allowed(int layer, int n, double incoming_s) const {
 
 namespace {
 
-// Assignment -> predicted iteration time, walking the same blocks.
-PlanResult evaluate(const CostModel& cm, const std::vector<Block>& blocks, const std::vector<int>& n,
-                    const ModelSpec& spec, const PlannerOptions& o) {
+// Per layer (topological position): its rank count and first rank; the
+// layer runs on ranks first..first+n-1.
+struct Assignment {
+  std::vector<int> n, first;
+};
+
+enum class BlockMode { in_turn, at_once, outside };
+
+// How a fork block's branches run under `a`: in turn (every branch layer on
+// a prefix), at once (every non-empty branch's layers on one range; two
+// ranges are the same or disjoint; two or more distinct ranges, one of them a
+// prefix: the branches of one range run in turn there, the ranges at once),
+// or outside the planner's plans.
+BlockMode block_mode(const Block& b, const Assignment& a) {
+  bool prefixes = true;
+  for (const auto& branch : b.branches)
+    for (int layer : branch) prefixes = prefixes && a.first[layer] == 0;
+  if (prefixes) return BlockMode::in_turn;
+  std::vector<std::pair<int, int>> ranges;
+  for (const auto& branch : b.branches) {
+    if (branch.empty()) continue;
+    const int head = branch.front();
+    for (int layer : branch)
+      if (a.first[layer] != a.first[head] || a.n[layer] != a.n[head]) return BlockMode::outside;
+    ranges.emplace_back(a.first[head], a.first[head] + a.n[head]);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  ranges.erase(std::unique(ranges.begin(), ranges.end()), ranges.end());
+  if (ranges.size() < 2 || ranges.front().first != 0) return BlockMode::outside;
+  for (size_t k = 1; k < ranges.size(); ++k)
+    if (ranges[k].first < ranges[k - 1].second) return BlockMode::outside;
+  return BlockMode::at_once;
+}
+
+bool in_space(const std::vector<Block>& blocks, const Assignment& a) {
+  for (const Block& b : blocks) {
+    if (b.fork >= 0 && block_mode(b, a) == BlockMode::outside) return false;
+    for (int layer : b.chain)
+      if (a.first[layer] != 0) return false;
+  }
+  return true;
+}
+
+// Assignment -> predicted iteration time, walking the same blocks. A block
+// in turn adds its branches' times; a block at once costs its slowest rank
+// range: the branches there one after another, each with its transfers in
+// and out (an identity branch runs beside them as its transfer from the fork
+// to the join). `a` must be in_space().
+PlanResult evaluate(const CostModel& cm, const std::vector<Block>& blocks, const Assignment& a, const ModelSpec& spec,
+                    const PlannerOptions& o) {
   PlanResult r;
-  const int L = cm.layers();
-  r.layers.resize(L);
-  std::vector<double> into_join(L, 0.0);  // per join: its incoming transfers, from every branch
-  auto step = [&](int layer, int prev) {
+  const std::vector<int>& n = a.n;
+  r.layers.resize(cm.layers());
+  // Records a layer with its incoming transfer time; returns its own time (G + Sync).
+  auto record = [&](int layer, double incoming) {
     PlannedLayer& p = r.layers[layer];
     p.name = cm.names()[layer];
     p.ranks = n[layer];
+    p.first_rank = a.first[layer];
     p.compute_s = cm.compute(layer, n[layer]);
     p.sync_s = cm.sync(layer, n[layer]);
-    // A join's incoming transfers come from its branches' ends (into_join below).
-    p.transfer_s = prev < 0 ? into_join[layer] : cm.transfer(prev, n[prev], n[layer]);
-    r.allowed = r.allowed && cm.allowed(layer, n[layer], p.transfer_s);
+    p.transfer_s = incoming;
+    r.allowed = r.allowed && cm.allowed(layer, n[layer], incoming);
     const double one = cm.compute(layer, 1);
     p.amplification = one > 0 ? n[layer] * p.compute_s / one : 1.0;
     r.device_s += n[layer] * (p.compute_s + p.sync_s);
-    return p.compute_s + p.sync_s + p.transfer_s;
+    return p.compute_s + p.sync_s;
   };
-  double t = 0;
+  double t = 0, into_join = 0;
+  bool join_adds = true;  // the join's incoming transfers still to add (in turn), or counted in its block (at once)
   int prev = -1;
   for (const Block& b : blocks) {
     if (b.fork < 0) {
       for (int layer : b.chain) {
-        t += step(layer, prev);
+        const double in = prev < 0 ? into_join : cm.transfer(prev, n[prev], n[layer]);
+        t += (prev >= 0 || join_adds ? in : 0.0) + record(layer, in);
         prev = layer;
       }
       continue;
     }
+    const BlockMode mode = block_mode(b, a);
+    BP_CHECK(mode != BlockMode::outside, "planner: the branches at '{}' are neither in turn nor at once",
+             cm.names()[b.fork]);
+    into_join = 0;
+    double slowest = 0;
+    std::map<int, double> range_time;  // at once: by first rank, the time of the branches there
     for (const auto& branch : b.branches) {
       int last = b.fork;
+      double time = 0;
       for (int layer : branch) {
-        t += step(layer, last);
+        const double in = last == b.fork ? cm.transfer_between(b.fork, n[b.fork], a.first[layer], n[layer])
+                                         : cm.transfer(last, n[last], n[layer]);
+        time += in + record(layer, in);
         last = layer;
       }
-      into_join[b.join] += cm.transfer(last, n[last], n[b.join]);
+      const double out = cm.transfer_between(last, n[b.join], last == b.fork ? 0 : a.first[last], n[last]);
+      into_join += out;
+      if (mode == BlockMode::in_turn) t += time;
+      if (branch.empty())
+        slowest = std::max(slowest, out);
+      else
+        slowest = std::max(slowest, range_time[a.first[branch.front()]] += time + out);
     }
+    if (mode == BlockMode::at_once) t += slowest;
+    join_adds = mode == BlockMode::in_turn;
     prev = -1;  // the join starts the next chain block; its step counts into_join
-    (void)spec;
   }
   r.iteration_s = t;
   r.plan.global_batch = o.global_batch;
@@ -174,7 +250,7 @@ PlanResult evaluate(const CostModel& cm, const std::vector<Block>& blocks, const
     int pos = 0;
     while (cm.names()[pos] != l.name) ++pos;
     RankSet set(n[pos]);
-    for (int k = 0; k < n[pos]; ++k) set[k] = k;
+    for (int k = 0; k < n[pos]; ++k) set[k] = a.first[pos] + k;
     r.plan.layer_names.push_back(l.name);
     r.plan.layer_ranks.push_back(set);
   }
@@ -201,7 +277,7 @@ class Program {
  public:
   Program(const CostModel& cm, const std::vector<Block>& blocks, const PlannerOptions& o)
       : cm_(cm), blocks_(blocks), n_(o.ranks), layer_time_(o.amp_rule == PlannerOptions::AmpRule::layer_time),
-        allowed_(cm.layers()), forks_(blocks.size()), chain_args_(blocks.size()) {
+        at_once_(o.branches_at_once), allowed_(cm.layers()), forks_(blocks.size()), chain_args_(blocks.size()) {
     // The counts a layer may take (the rule with no incoming time: a bound for any).
     for (int layer = 0; layer < cm.layers(); ++layer)
       for (int n = 1; n <= n_; ++n)
@@ -224,9 +300,10 @@ class Program {
     return t;
   }
 
-  // The rank count of every layer on the best path ending in `state`.
-  std::vector<int> backtrack(int state) const {
-    std::vector<int> n(cm_.layers(), 1);
+  // The ranks of every layer on the best path ending in `state`.
+  Assignment backtrack(int state) const {
+    Assignment a{std::vector<int>(cm_.layers(), 1), std::vector<int>(cm_.layers(), 0)};
+    std::vector<int>& n = a.n;
     for (int bi = static_cast<int>(blocks_.size()) - 1; bi >= 0; --bi) {
       const Block& b = blocks_[bi];
       if (b.fork < 0) {
@@ -241,6 +318,13 @@ class Program {
       const ForkChoice& fc = forks_[bi];
       const int nj = state, nf = fc.fork_state[nj];
       n[b.join] = nj;
+      state = nf;
+      if (!fc.at_once[nj].count.empty()) {
+        for (size_t br = 0; br < b.branches.size(); ++br)
+          for (int layer : b.branches[br])
+            a.n[layer] = fc.at_once[nj].count[br], a.first[layer] = fc.at_once[nj].first[br];
+        continue;
+      }
       for (size_t br = 0; br < b.branches.size(); ++br) {
         int s = fc.end_state[br][nf][nj];
         const auto& layers = b.branches[br];
@@ -249,16 +333,22 @@ class Program {
           s = fc.args[br][nf][k][s];
         }
       }
-      state = nf;
     }
-    return n;
+    return a;
   }
 
  private:
+  // A block's branches at once: per branch its count and first rank (empty: in turn).
+  struct Placement {
+    double time = kInf;  // the slowest group's, with what runs beside
+    std::vector<int> count, first;
+    double into_join = 0;
+  };
   // Per fork block: the best fork state for each join state, and per branch
   // the chosen end state and the chain arguments for each fork state.
   struct ForkChoice {
     std::vector<int> fork_state;                                   // [n_join]
+    std::vector<Placement> at_once;                                // [n_join]: empty count: in turn
     std::vector<std::vector<std::vector<int>>> end_state;          // [branch][n_fork][n_join]
     std::vector<std::vector<std::vector<std::vector<int>>>> args;  // [branch][n_fork][layer k][n]
   };
@@ -331,6 +421,15 @@ class Program {
     for (size_t br = 0; br < nb; ++br) cost.push_back(branch_costs(b, br, fc, t));
     std::vector<double> next(n_ + 1, kInf);
     fc.fork_state.assign(n_ + 1, 0);
+    fc.at_once.assign(n_ + 1, Placement{});
+    const std::vector<std::vector<double>> bodies = branch_bodies(b);
+    const double bound = lower_bound(b, bodies);
+    const long nonempty = std::count_if(b.branches.begin(), b.branches.end(), [](const auto& br) { return !br.empty(); });
+    const std::vector<std::vector<int>> ways = groupings(static_cast<int>(nonempty));
+    int top = 0;  // the largest count any branch may take (at most the global batch)
+    for (const auto& body : bodies)
+      for (int c = 1; c <= n_; ++c)
+        if (body[c] < kInf) top = std::max(top, c);
     const std::vector<int> forks_reached = reachable(t);
     for (int nj : allowed_[b.join]) {
       const double own = cm_.compute(b.join, nj) + cm_.sync(b.join, nj);
@@ -340,18 +439,133 @@ class Program {
           branches += cost[br][nf][nj];
           if (cost[br][nf][nj] < kInf) into_join += cm_.transfer(branch_end(b, br), fc.end_state[br][nf][nj], nj);
         }
-        if (layer_time_ && !cm_.allowed(b.join, nj, into_join)) continue;
-        const double v = t[nf] + branches + own;
-        if (v < next[nj]) next[nj] = v, fc.fork_state[nj] = nf;
+        if (!layer_time_ || cm_.allowed(b.join, nj, into_join)) {
+          const double v = t[nf] + branches + own;
+          if (v < next[nj]) next[nj] = v, fc.fork_state[nj] = nf, fc.at_once[nj] = Placement{};
+        }
+        // At once costs at least its slowest branch's layers: skip what cannot win.
+        if (!at_once_ || t[nf] + bound + own >= next[nj]) continue;
+        Placement once = at_once(b, bodies, ways, top, nf, nj);
+        if (once.count.empty() || (layer_time_ && !cm_.allowed(b.join, nj, once.into_join))) continue;
+        const double v = t[nf] + once.time + own;
+        if (v < next[nj]) next[nj] = v, fc.fork_state[nj] = nf, fc.at_once[nj] = std::move(once);
       }
     }
     return next;
+  }
+
+  // Each branch's own time (G + Sync of its layers) with every layer on c
+  // ranks, for each c every layer allows; infinite elsewhere. Empty branches: none.
+  std::vector<std::vector<double>> branch_bodies(const Block& b) const {
+    std::vector<std::vector<double>> bodies;
+    for (const auto& branch : b.branches) {
+      std::vector<double> body(n_ + 1, kInf);
+      for (int c = 1; c <= n_ && !branch.empty(); ++c) {
+        double time = 0;
+        for (int layer : branch)
+          time += cm_.allowed(layer, c) ? cm_.compute(layer, c) + cm_.sync(layer, c) : kInf;
+        body[c] = time;
+      }
+      bodies.push_back(body);
+    }
+    return bodies;
+  }
+
+  // No block at once is faster than its slowest branch's own layers on their best count.
+  static double lower_bound(const Block& b, const std::vector<std::vector<double>>& bodies) {
+    double bound = 0;
+    for (size_t br = 0; br < b.branches.size(); ++br)
+      if (!b.branches[br].empty()) bound = std::max(bound, *std::min_element(bodies[br].begin(), bodies[br].end()));
+    return bound;
+  }
+
+  // The branches of `b` at once, from fork state nf to join state nj: over
+  // every way of grouping the branches (a group runs in turn on one range),
+  // the best split of the ranks among the groups (each branch's time: in,
+  // its layers, out); the join's incoming transfers under it. count is empty
+  // where fewer than two groups can be made or no split fits.
+  Placement at_once(const Block& b, const std::vector<std::vector<double>>& bodies,
+                    const std::vector<std::vector<int>>& ways, int top, int nf, int nj) const {
+    double floor = 0, identity_into = 0;
+    std::vector<BranchTimes> times;  // per non-empty branch
+    std::vector<size_t> index;       // its branch
+    for (size_t br = 0; br < b.branches.size(); ++br) {
+      const auto& branch = b.branches[br];
+      if (branch.empty()) {
+        const double x = cm_.transfer(b.fork, nf, nj);
+        floor = std::max(floor, x), identity_into += x;
+        continue;
+      }
+      BranchTimes bt{std::vector<double>(top + 1, kInf), std::vector<double>(top + 1, kInf)};
+      for (int c = 1; c <= top; ++c) {
+        if (bodies[br][c] == kInf) continue;
+        const double in_p = cm_.transfer(b.fork, nf, c), in_a = cm_.transfer_apart(b.fork, nf, c);
+        if (!layer_time_ || cm_.allowed(branch.front(), c, in_p))
+          bt.prefix[c] = in_p + bodies[br][c] + cm_.transfer(branch.back(), c, nj);
+        if (!layer_time_ || cm_.allowed(branch.front(), c, in_a))
+          bt.apart[c] = in_a + bodies[br][c] + cm_.transfer_apart(branch.back(), c, nj);
+      }
+      times.push_back(std::move(bt));
+      index.push_back(br);
+    }
+    Placement best;
+    for (const std::vector<int>& group_of : ways) {
+      const int groups = *std::max_element(group_of.begin(), group_of.end()) + 1;
+      if (groups < 2) continue;
+      std::vector<BranchTimes> sums(groups, BranchTimes{std::vector<double>(top + 1, 0.0), std::vector<double>(top + 1, 0.0)});
+      for (size_t k = 0; k < index.size(); ++k)
+        for (int c = 1; c <= top; ++c) {
+          sums[group_of[k]].prefix[c] += times[k].prefix[c];
+          sums[group_of[k]].apart[c] += times[k].apart[c];
+        }
+      const BranchSplit split = best_split(sums, n_, floor);
+      if (split.main < 0 || !(split.time < best.time)) continue;
+      best = place(b, index, group_of, split, nj);
+      best.into_join += identity_into;
+    }
+    return best;
+  }
+
+  // Every way to put k branches into groups, as each branch's group number
+  // (the first branch of each group numbered in order of appearance).
+  static std::vector<std::vector<int>> groupings(int k) {
+    std::vector<std::vector<int>> all;
+    std::vector<int> g(k, 0);
+    std::function<void(int, int)> grow = [&](int i, int used) {
+      if (i == k) return all.push_back(g);
+      for (int v = 0; v <= used && v < k; ++v) {
+        g[i] = v;
+        grow(i + 1, std::max(used, v + 1));
+      }
+    };
+    if (k > 0) grow(0, 0);
+    return all;
+  }
+
+  // Ranks for a split of groups: the main group on the prefix, the others
+  // after it in group order; each branch takes its group's range.
+  Placement place(const Block& b, const std::vector<size_t>& index, const std::vector<int>& group_of,
+                  const BranchSplit& split, int nj) const {
+    Placement p;
+    p.time = split.time;
+    p.count.assign(b.branches.size(), 0);
+    p.first.assign(b.branches.size(), 0);
+    std::vector<int> first(split.counts.size(), 0);
+    for (int g = 0, next = split.counts[split.main]; g < static_cast<int>(split.counts.size()); ++g)
+      if (g != split.main) first[g] = next, next += split.counts[g];
+    for (size_t k = 0; k < index.size(); ++k) {
+      const int g = group_of[k], c = split.counts[g], last = b.branches[index[k]].back();
+      p.count[index[k]] = c, p.first[index[k]] = first[g];
+      p.into_join += g == split.main ? cm_.transfer(last, c, nj) : cm_.transfer_apart(last, c, nj);
+    }
+    return p;
   }
 
   const CostModel& cm_;
   const std::vector<Block>& blocks_;
   const int n_;  // ranks
   const bool layer_time_;
+  const bool at_once_;  // branches may run at once on disjoint ranks
   std::vector<std::vector<int>> allowed_;
   std::vector<ForkChoice> forks_;
   std::vector<std::vector<std::vector<int>>> chain_args_;
@@ -375,34 +589,48 @@ PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const 
 
 PlanResult plan_cost(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& o, const Plan& plan) {
   const CostModel cm(spec, profile, o);
-  std::vector<int> n;
+  const std::vector<Block> blocks = decompose(cm, spec.source);
+  Assignment a;
   for (const std::string& name : cm.names()) {
     const RankSet& set = plan.ranks_of(name);
-    for (size_t k = 0; k < set.size(); ++k)
-      if (set[k] != static_cast<int>(k)) throw Error(fmt::format("{}: layer '{}' does not use a prefix rank set", plan.source, name));
-    n.push_back(static_cast<int>(set.size()));
+    for (size_t k = 1; k < set.size(); ++k)
+      if (set[k] != set[0] + static_cast<int>(k))
+        throw Error(fmt::format("{}: layer '{}' does not run on a range of consecutive ranks", plan.source, name));
+    a.n.push_back(static_cast<int>(set.size()));
+    a.first.push_back(set.empty() ? 0 : set[0]);
   }
-  return evaluate(cm, decompose(cm, spec.source), n, spec, o);
+  if (!in_space(blocks, a))
+    throw Error(fmt::format("{}: the plan is not one the planner costs: every layer on ranks 0..n-1, except the "
+                            "branches of a fork that run at once (each on one range, disjoint, one from rank 0)",
+                            plan.source));
+  return evaluate(cm, blocks, a, spec, o);
 }
 
 PlanResult plan_exhaustive(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& o) {
   const CostModel cm(spec, profile, o);
   const std::vector<Block> blocks = decompose(cm, spec.source);
   const int L = cm.layers();
-  std::vector<int> n(L, 1);
+  std::vector<bool> in_branch(L, false);
+  for (const Block& b : blocks)
+    for (const auto& branch : b.branches)
+      for (int layer : branch) in_branch[layer] = o.branches_at_once;
+  Assignment a{std::vector<int>(L, 1), std::vector<int>(L, 0)};
   PlanResult best;
   best.iteration_s = kInf;
+  // Every count for every layer, and every first rank for a branch's layers.
   std::function<void(int)> visit = [&](int layer) {
     if (layer == L) {
-      PlanResult r = evaluate(cm, blocks, n, spec, o);
+      if (!in_space(blocks, a)) return;
+      PlanResult r = evaluate(cm, blocks, a, spec, o);
       if (r.allowed && r.iteration_s < best.iteration_s) best = r;
       return;
     }
     for (int k = 1; k <= o.ranks; ++k)
-      if (cm.allowed(layer, k)) {
-        n[layer] = k;
-        visit(layer + 1);
-      }
+      for (int first = 0; first <= (in_branch[layer] ? o.ranks - k : 0); ++first)
+        if (cm.allowed(layer, k)) {
+          a.n[layer] = k, a.first[layer] = first;
+          visit(layer + 1);
+        }
   };
   visit(0);
   return best;

@@ -14,9 +14,13 @@ namespace {
 
 // One training step of a plan, replayed on per-rank clocks: layers in
 // topological order forward and in reverse backward, slices exchanged
-// between rank sets as pieces that complete when both sides are ready,
-// gradient allreduces queued per rank set beside the backward pass, and a
-// blocking reduction for each batch-norm layer.
+// between rank sets as the executor moves them over MPI (sent as soon as
+// they are made; a piece travels once its sender has made it and its
+// receiver has asked for it; activations are waited for before the
+// consumer's forward, gradients before the producer's backward), gradient
+// allreduces queued per rank set beside the backward pass, and a blocking
+// reduction for each batch-norm layer. Branches on disjoint rank sets
+// therefore overlap, as they do in the executor.
 class StepSimulator {
  public:
   StepSimulator(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
@@ -48,17 +52,28 @@ class StepSimulator {
 
   double message(double bytes) const { return p2p_.latency_s + bytes / p2p_.bandwidth_bytes_per_s; }
 
-  // Pieces of an edge complete when both sides are ready; each side then waits for all of its pieces.
-  void exchange(const RankSet& from, const RankSet& to, double bytes_per_sample, const std::string& what) {
-    std::vector<double> done = clock_;
+  // When each rank's last piece of a slice exchange arrives: pieces go from
+  // `from`'s slicing to `to`'s, each leaving when its sender made it
+  // (sent_at) and its receiver asked for it (now), a message time later.
+  // Ranks that receive nothing: 0.
+  std::vector<double> arrivals(const RankSet& from, const RankSet& to, double bytes_per_sample,
+                               const std::vector<double>& sent_at) const {
+    std::vector<double> done(ranks_, 0.0);
     for (const Piece& piece : overlap_pieces(from, to, batch_)) {
       if (piece.from == piece.to) continue;
-      const double end = std::max(clock_[piece.from], clock_[piece.to]) + message(bytes_per_sample * piece.count);
-      done[piece.from] = std::max(done[piece.from], end);
+      const double end = std::max(sent_at[piece.from], clock_[piece.to]) + message(bytes_per_sample * piece.count);
       done[piece.to] = std::max(done[piece.to], end);
     }
-    for (int r = 0; r < ranks_; ++r) event(r, Track::transfers, [&] { return what; }, clock_[r], done[r], true);
-    clock_ = done;
+    return done;
+  }
+
+  // Ranks in `set` wait until `until` (the pieces they need have arrived).
+  void wait_for(const RankSet& set, const std::vector<double>& until, const std::string& what) {
+    for (int r : set) {
+      if (until[r] <= clock_[r]) continue;
+      event(r, Track::transfers, [&] { return what; }, clock_[r], until[r], true);
+      clock_[r] = until[r];
+    }
   }
 
   // A blocking reduction of a few values (batch norm).
@@ -95,10 +110,13 @@ class StepSimulator {
     const RankSet& set = plan_.ranks_of(l.name);
     for (const std::string& in : l.inputs) {
       const RankSet& from = plan_.ranks_of(in);
-      if (from != set) exchange(from, set, layer_profile(in).activation_bytes_per_sample, "inputs of " + l.name);
+      if (from != set)
+        wait_for(set, arrivals(from, set, layer_profile(in).activation_bytes_per_sample, made_[in]),
+                 "inputs of " + l.name);
     }
     compute(set, layer_profile(l.name), true);
     if (layer_kind(l.type) == LayerKind::batchnorm2d) group_wait(set);
+    made_[l.name] = clock_;  // its activations, sent from here
   }
 
   // The layer's gradient allreduce, queued behind the set's previous one.
@@ -118,14 +136,24 @@ class StepSimulator {
   void backward(const LayerSpec& l) {
     const RankSet& set = plan_.ranks_of(l.name);
     const LayerProfile& lp = layer_profile(l.name);
+    // Its output gradient's pieces have arrived (the executor adds them, and
+    // those its consumers on its own ranks keep, when it needs them).
+    wait_for(set, gradient_due(l.name), "gradients of " + l.name);
     compute(set, lp, false);
     if (layer_kind(l.type) == LayerKind::batchnorm2d) group_wait(set);
     if (lp.parameter_bytes > 0 && set.size() > 1) reduce_gradients(l, set, lp);
     for (const std::string& in : l.inputs) {
       const RankSet& to = plan_.ranks_of(in);
-      if (to != set && layer_kind(spec_.layers[spec_.find(in)].type) != LayerKind::input)
-        exchange(set, to, layer_profile(in).activation_bytes_per_sample, "gradients of " + in);
+      if (to == set || layer_kind(spec_.layers[spec_.find(in)].type) == LayerKind::input) continue;
+      const std::vector<double> arrive = arrivals(set, to, layer_profile(in).activation_bytes_per_sample, clock_);
+      std::vector<double>& due = gradient_due(in);
+      for (int r = 0; r < ranks_; ++r) due[r] = std::max(due[r], arrive[r]);
     }
+  }
+
+  std::vector<double>& gradient_due(const std::string& layer) {
+    auto it = gradient_due_.try_emplace(layer, ranks_, 0.0).first;
+    return it->second;
   }
 
   Simulation result() {
@@ -155,6 +183,8 @@ class StepSimulator {
   std::map<std::string, const LayerProfile*> prof_;
   std::vector<double> clock_, busy_, reduced_, slack_;  // per rank
   std::map<RankSet, double> group_free_;                // when each group's previous allreduce ends
+  std::map<std::string, std::vector<double>> made_;     // per layer and rank: when its forward ended
+  std::map<std::string, std::vector<double>> gradient_due_;  // per layer and rank: its gradient pieces arrive
   std::vector<TraceEvent> events_;
 };
 

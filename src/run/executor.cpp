@@ -24,6 +24,19 @@ int tag_of(int layer, int slot, bool backward) { return (layer * kMaxSlots + slo
 
 }  // namespace
 
+// Whether a consumer of `producer` runs on another rank set. Its consumers on
+// its own set then read and write it through slot buffers of their own too,
+// so that no layer's backward writes a gradient that pieces from other ranks
+// may still be landing in: they are added, with every other contribution, in
+// the order of the walk (early sends: when the producer needs them).
+bool Executor::feeds_other_sets(int producer) const {
+  const Model& m = *model_;
+  for (int i = 0; i < m.size(); ++i)
+    for (int p : m.inputs(i))
+      if (p == producer && sets_[i] != sets_[producer]) return true;
+  return false;
+}
+
 Executor::Executor(const ModelSpec& spec, const Plan& plan, MPI_Comm world, uint64_t init_seed, size_t bucket_bytes)
     : plan_(plan), bucket_bytes_(bucket_bytes) {
   MPI_Comm_rank(world, &rank_);
@@ -45,7 +58,7 @@ Executor::Executor(const ModelSpec& spec, const Plan& plan, MPI_Comm world, uint
              kMaxSlots);
     for (size_t s = 0; s < inputs.size(); ++s) {
       const int p = inputs[s];
-      slots_.direct[i].push_back(sets_[p] == sets_[i]);
+      slots_.direct[i].push_back(sets_[p] == sets_[i] && !feeds_other_sets(p));
       Tensor buffer, grad;
       if (!slots_.direct[i][s] && holds(i)) {
         const Shape shape = m.layer(p).output_shape().with_batch(m.capacity(i));
@@ -57,6 +70,10 @@ Executor::Executor(const ModelSpec& spec, const Plan& plan, MPI_Comm world, uint
     }
     if (holds(i) && m.param_range(i).second > 0) held_ranges_.push_back(m.param_range(i));
   }
+  consumers_.resize(n);
+  for (int i = 0; i < n; ++i)
+    for (size_t s = 0; s < m.inputs(i).size(); ++s)
+      if (!slots_.direct[i][s]) consumers_[m.inputs(i)[s]].emplace_back(i, static_cast<int>(s));
   wait_sites_.resize(n);
   for (int i = 0; i < n; ++i) wait_sites_[i].resize(2 * m.inputs(i).size());
   layer_times_.resize(n);
@@ -122,8 +139,12 @@ void Executor::connect_layers() {
   DeviceTransport transport = device_->transport(*groups_);  // collective; empty: through the host
   BP_CHECK(!transport.slices == !transport.gradients, "a device transport carries slices and gradients, or neither");
   device_transport_ = static_cast<bool>(transport.slices);
-  if (!device_transport_) return;  // the host device's, made first, stay
+  if (!device_transport_) {  // the host device's, made first, stay; staged copies keep to the walk
+    early_ = false;
+    return;
+  }
   mover_ = std::move(transport.slices);
+  early_ = mover_->can_park();
   sync_ = std::make_unique<GradientSync>(device_->address(DeviceModel::Buffer::parameter_gradient, -1, 0),
                                          bucket_bytes_, std::move(transport.gradients));
   sync_->set_traced(traced_);
@@ -147,11 +168,13 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
   labels_ = labels;
   for (int i = 0; i < m.size(); ++i) m.set_layer_batch(i, Plan::slice_of(sets_[i], rank_, batch).count);
   if (whole_on_device_) return forward_whole(batch, images, labels, base);
+  finish_sends();  // none left unless the last step stopped between forward and backward
   // Staged slices from the input layer are sent from the host copy of the input.
   if (staged() && holds(m.input_layer()) && m.layer_batch(m.input_layer()) > 0) m.load_batch(images);
   device_->load_input(images, m.layer_batch(m.input_layer()), labels, m.layer_batch(m.loss_layer()), base);
   std::fill(on_host_.begin(), on_host_.end(), false);
   on_host_[m.input_layer()] = true;
+  send_outputs(m.input_layer());
   double loss = 0;
   for (int i = 0; i < m.size(); ++i) {
     exchange_inputs(i);
@@ -160,10 +183,12 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
     // the group; evaluation sums nothing over the group.
     if (!holds(i) || i == m.input_layer() || (m.layer_batch(i) == 0 && !base.training)) continue;
     timed_layer(i, "forward", base, [&](const Context& ctx) { device_->forward_layer(i, ctx); });
+    send_outputs(i);
     if (i == m.loss_layer()) loss = device_->loss();
     if (i == m.logits_layer() && !base.training)  // evaluation reads them
       device_->copy_out(DeviceModel::Buffer::activation, i, 0, m.activation(i).data(), m.activation(i).size());
   }
+  if (!base.training) finish_sends();  // no backward follows
   return loss;
 }
 
@@ -214,6 +239,7 @@ void Executor::backward(const Context& base) {
     if (holds(i) && i != m.input_layer()) {
       const auto [offset, count] = m.param_range(i);
       const Communicator& group = groups_->group(sets_[i]);
+      complete_gradients(i);  // its output gradient (a producer read directly has no pieces in flight)
       timed_layer(i, "backward", base, [&](const Context& ctx) { device_->backward_layer(i, ctx); });
       if (staged() && count > 0 && group.size() > 1)
         device_->copy_out(DeviceModel::Buffer::parameter_gradient, i, 0, m.grads().data() + offset, count);
@@ -235,6 +261,7 @@ void Executor::backward(const Context& base) {
     if (traced()) tracer().span(Track::gradient_sync, "allreduce progress", t1, t2, true);
     times_.allreduce += Seconds(t2 - t1).count();
   }
+  complete_gradients(-1);
   const int before = sync_->buckets_started();
   if (reduce_flag_) reduce_flag_->store(true);
   // Starting the last buckets and waiting for all: gradient sync time.
@@ -245,6 +272,7 @@ void Executor::backward(const Context& base) {
   times_.allreduce += Seconds(t3 - t2).count();
   if (reduce_flag_) reduce_flag_->store(false);
   buckets_ = sync_->buckets_started() - before;
+  finish_sends();
   if (staged())
     for (int i = 0; i < m.size(); ++i) {
       const auto [offset, count] = m.param_range(i);
@@ -311,7 +339,7 @@ void Executor::exchange_inputs(int i) {
   for (size_t s = 0; s < m.inputs(i).size(); ++s)
     if (!slots_.direct[i][s]) {
       if (staged()) activation_to_host(m.inputs(i)[s]);
-      queue_exchange(i, static_cast<int>(s), false);
+      queue_exchange(i, static_cast<int>(s), false, early_ ? Pieces::receives : Pieces::all);  // sent by send_outputs
       slots.push_back(static_cast<int>(s));
     }
   if (slots.empty()) return;
@@ -337,6 +365,13 @@ void Executor::exchange_input_gradients(int i) {
   for (size_t s = 0; s < m.inputs(i).size(); ++s) {
     const int p = m.inputs(i)[s];
     if (slots_.direct[i][s] || p == m.input_layer()) continue;
+    if (early_) {  // sent now, received in the background, added in the order posted
+      queue_exchange(i, static_cast<int>(s), true, Pieces::sends);
+      sends_in_flight_.push_back(mover_->park());
+      queue_exchange(i, static_cast<int>(s), true, Pieces::receives);
+      gradients_in_flight_.push_back({p, i, static_cast<int>(s), mover_->park()});
+      continue;
+    }
     for (int q : pending)
       if (m.inputs(i)[q] == p) {
         finish();
@@ -355,7 +390,7 @@ void Executor::exchange_input_gradients(int i) {
 // slicing), overwriting or adding as the model's gradient contract says.
 // Between the device's buffers by its transport, or between the host's by MPI
 // when an accelerator has no transport (staged).
-void Executor::queue_exchange(int layer, int slot, bool backward) {
+void Executor::queue_exchange(int layer, int slot, bool backward, Pieces which) {
   Model& m = *model_;
   const int p = m.inputs(layer)[slot];
   const size_t per = m.layer(p).output_shape().per_sample();
@@ -379,6 +414,7 @@ void Executor::queue_exchange(int layer, int slot, bool backward) {
     // Backward reverses the roles: the consumer (piece.to) sends to the producer (piece.from).
     float* src = backward ? at_c : at_p;
     float* dst = backward ? at_p : at_c;
+    if (which == Pieces::sends ? !src || dst : which == Pieces::receives && !dst) continue;
     if (src && dst)
       mover.keep(dst, src, n, accumulate);
     else if (src)
@@ -387,6 +423,36 @@ void Executor::queue_exchange(int layer, int slot, bool backward) {
       mover.receive(dst, n, backward ? piece.to : piece.from, tag, accumulate);
   }
   transfer_done(layer, t0, backward ? "send gradients of" : "send inputs of", slot);
+}
+
+void Executor::send_outputs(int p) {
+  if (!early_ || !holds(p)) return;
+  for (const auto& [layer, slot] : consumers_[p]) queue_exchange(layer, slot, false, Pieces::sends);
+  sends_in_flight_.push_back(mover_->park());
+}
+
+void Executor::complete_gradients(int producer) {
+  size_t last = gradients_in_flight_.size();
+  for (size_t k = 0; k < gradients_in_flight_.size(); ++k)
+    if (producer < 0 || gradients_in_flight_[k].producer == producer) last = k;
+  if (last == gradients_in_flight_.size()) return;
+  for (size_t k = 0; k <= last; ++k) {
+    const GradientsInFlight& g = gradients_in_flight_[k];
+    const auto t0 = Clock::now();
+    mover_->complete(g.batch, &wait_sites_[g.layer][2 * g.slot + 1]);
+    transfer_done(g.layer, t0, "wait for gradients of", g.slot);
+  }
+  gradients_in_flight_.erase(gradients_in_flight_.begin(), gradients_in_flight_.begin() + last + 1);
+}
+
+void Executor::finish_sends() {
+  if (sends_in_flight_.empty()) return;
+  const auto t0 = Clock::now();
+  for (size_t batch : sends_in_flight_) mover_->complete(batch, nullptr);
+  sends_in_flight_.clear();
+  const auto t1 = Clock::now();
+  if (traced()) tracer().span(Track::transfers, "sends delivered", t0, t1, true);
+  times_.transfer += Seconds(t1 - t0).count();
 }
 
 void Executor::transfer_done(int layer, Clock::time_point t0, const char* what, int slot) {

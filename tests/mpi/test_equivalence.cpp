@@ -17,6 +17,7 @@
 #include "burstpool/executor.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/optimizer.hpp"
+#include "burstpool/planner.hpp"
 #include "layers/kernels.hpp"
 
 namespace burstpool {
@@ -307,6 +308,86 @@ TEST(Equivalence, OneProducerTwiceIntoJoinsOnOtherSets) {
                                            {"gap", {0}},
                                            {"fc", {last()}}}),
                           64, kSameProducerTwice);
+}
+
+// An Inception-style block (three branches and a concat) planned by the
+// planner with its branches at once: a profile where each branch costs the
+// same whatever its batch puts them on disjoint ranks, which the executor
+// runs at the same time (slices sent as soon as they are made, gradient
+// pieces added when the fork needs them).
+const char* kInceptionBlock = R"(
+[data]
+type = input
+shape = 2,6,6
+[stem]
+type = conv2d
+inputs = data
+out_channels = 4
+kernel = 3
+padding = 1
+[b1x1]
+type = conv2d
+inputs = stem
+out_channels = 2
+kernel = 1
+[b3x3]
+type = conv2d
+inputs = stem
+out_channels = 3
+kernel = 3
+padding = 1
+[b3x3_bn]
+type = batchnorm2d
+inputs = b3x3
+[bpool]
+type = maxpool2d
+inputs = stem
+kernel = 3
+stride = 1
+padding = 1
+[cat]
+type = concat
+inputs = b1x1, b3x3_bn, bpool
+[gap]
+type = avgpool2d
+inputs = cat
+kernel = 6
+[fc]
+type = linear
+inputs = gap
+out_features = 5
+[loss]
+type = softmax_cross_entropy
+inputs = fc
+)";
+
+TEST(Equivalence, PlannerBranchesAtOnce) {
+  if (world_size() < 3) GTEST_SKIP() << "three branches at once need 3 ranks or more";
+  ModelSpec spec = parse_model_ini(kInceptionBlock, "inception_block.ini");
+  ModelProfile profile;
+  profile.batches = {1, 2, 4, 8};
+  for (const LayerSpec& l : spec.layers) {
+    LayerProfile lp;
+    lp.name = l.name;
+    lp.type = l.type;
+    const bool branch = l.name.rfind('b', 0) == 0;
+    lp.forward_ms.assign(4, branch ? 5.0 : 0.01);
+    lp.backward_ms.assign(4, branch ? 5.0 : 0.01);
+    lp.activation_bytes_per_sample = 400;
+    profile.layers.push_back(lp);
+  }
+  PlannerOptions o;
+  o.ranks = world_size();
+  o.global_batch = kBatch;
+  o.amp_limit = INFINITY;
+  o.p2p = o.allreduce = {1e-6, 1e10};
+  const Plan plan = plan_model(spec, profile, o).plan;
+  const RankSet& a = plan.ranks_of("b1x1");
+  const RankSet& b = plan.ranks_of("b3x3");
+  const RankSet& c = plan.ranks_of("bpool");
+  auto disjoint = [](const RankSet& x, const RankSet& y) { return x.back() < y.front() || y.back() < x.front(); };
+  ASSERT_TRUE(disjoint(a, b) && disjoint(b, c) && disjoint(a, c)) << "the planner did not put the branches apart";
+  expect_same_as_one_rank(plan, 64, kInceptionBlock);
 }
 
 // Random plans: every layer on a random non-empty set of ranks (the same

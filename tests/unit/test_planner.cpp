@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "layers/kernels.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/planner.hpp"
+#include "burstpool/simulator.hpp"
+#include "plan/branch_split.hpp"
 
 namespace burstpool {
 namespace {
@@ -90,10 +93,12 @@ inputs = head
 // keeps the rule and costs no less than the optimum (a join under the
 // layer-time rule, include/burstpool/planner.hpp).
 void expect_exact(const char* text, int ranks, double amp, uint64_t seed,
-                  PlannerOptions::AmpRule rule = PlannerOptions::AmpRule::compute, bool exact = true) {
+                  PlannerOptions::AmpRule rule = PlannerOptions::AmpRule::compute, bool exact = true,
+                  bool at_once = true) {
   ModelSpec spec = parse_model_ini(text, "model.ini");
   ModelProfile profile = fake_profile(spec, seed);
   PlannerOptions o;
+  o.branches_at_once = at_once;
   o.ranks = ranks;
   o.global_batch = 16;
   o.amp_limit = amp;
@@ -121,10 +126,147 @@ TEST(Planner, ChainMatchesExhaustiveSearch) {
       for (uint64_t seed : {1, 2, 3}) expect_exact(kChain, ranks, amp, seed);
 }
 
+// The exhaustive search tries every count for every layer and every first
+// rank for a branch's layers, so disjoint branch sets are among its plans.
 TEST(Planner, ForkJoinMatchesExhaustiveSearch) {
   for (int ranks : {1, 2, 3})
     for (double amp : {1.5, 2.5, static_cast<double>(INFINITY)})
-      for (uint64_t seed : {1, 2, 3, 4}) expect_exact(kForkJoin, ranks, amp, seed);
+      for (uint64_t seed : {1, 2, 3, 4}) {
+        expect_exact(kForkJoin, ranks, amp, seed);
+        expect_exact(kForkJoin, ranks, amp, seed, PlannerOptions::AmpRule::compute, true, false);
+      }
+}
+
+// Three one-layer branches and an identity branch on up to 4 ranks: groups of
+// branches on shared ranges, and each branch alone.
+const char* kThreeBranches = R"(
+[data]
+type = input
+shape = 4
+[trunk]
+type = linear
+inputs = data
+out_features = 4
+[a]
+type = linear
+inputs = trunk
+out_features = 4
+[b]
+type = relu
+inputs = trunk
+[c]
+type = linear
+inputs = trunk
+out_features = 4
+[join]
+type = add
+inputs = a, b, c, trunk
+[loss]
+type = softmax_cross_entropy
+inputs = join
+)";
+
+TEST(Planner, BranchesAtOnceMatchExhaustiveSearchOnFourRanks) {
+  for (int ranks : {2, 3, 4})
+    for (double amp : {2.0, static_cast<double>(INFINITY)})
+      for (uint64_t seed : {1, 2, 5}) expect_exact(kThreeBranches, ranks, amp, seed);
+}
+
+// Branches whose time does not shrink with more ranks (a fixed cost per
+// step) and cheap transfers: on their own ranks they run at once, and the
+// block costs one branch instead of three. Branches that scale perfectly
+// over expensive links stay in turn on every rank: moving their samples
+// costs more than it saves.
+PlanResult plan_three_branches(double fixed_ms, double per_sample_ms, double bandwidth, int ranks,
+                               Simulation* simulated = nullptr) {
+  ModelSpec spec = parse_model_ini(kThreeBranches, "model.ini");
+  ModelProfile profile = fake_profile(spec, 1);
+  for (LayerProfile& lp : profile.layers) {
+    const bool branch = lp.name == "a" || lp.name == "b" || lp.name == "c";
+    for (size_t k = 0; k < profile.batches.size(); ++k) {
+      const double ms = branch ? fixed_ms + per_sample_ms * profile.batches[k] : 0.01;
+      lp.forward_ms[k] = ms, lp.backward_ms[k] = ms;
+    }
+    lp.parameter_bytes = 0;
+  }
+  PlannerOptions o;
+  o.ranks = ranks;
+  o.global_batch = 16;
+  o.amp_limit = INFINITY;
+  o.p2p = o.allreduce = {1e-6, bandwidth};
+  PlanResult r = plan_model(spec, profile, o);
+  if (simulated) *simulated = simulate(spec, profile, r.plan, o.p2p, o.allreduce);
+  return r;
+}
+
+// The simulator replays the executor, which sends slices as soon as they are
+// made: it finds the branches at once too, and agrees with the planner.
+TEST(Planner, FixedCostBranchesRunAtOnce) {
+  Simulation sim;
+  const PlanResult r = plan_three_branches(5.0, 0.0, 1e12, 3, &sim);
+  EXPECT_NEAR(sim.iteration_s, r.iteration_s, 0.02 * r.iteration_s);
+  const RankSet& a = r.plan.ranks_of("a");
+  const RankSet& b = r.plan.ranks_of("b");
+  const RankSet& c = r.plan.ranks_of("c");
+  EXPECT_EQ(a.size() + b.size() + c.size(), 3u);
+  EXPECT_NE(a, b);
+  EXPECT_NE(b, c);
+  EXPECT_NE(a, c);
+  // One branch's 10 ms forward and backward, plus the trunk, join and loss and a few transfers.
+  EXPECT_LT(r.iteration_s, 11e-3);
+  EXPECT_GT(r.iteration_s, 10e-3);
+}
+
+TEST(Planner, ScalingBranchesOverSlowLinksRunInTurn) {
+  const PlanResult r = plan_three_branches(0.0, 1.0, 1e6, 4);
+  for (const PlannedLayer& l : r.layers) EXPECT_EQ(l.first_rank, 0) << l.name;
+  EXPECT_EQ(r.plan.ranks_of("a"), r.plan.ranks_of("trunk"));
+}
+
+// best_split against every split of the ranks, on random branch times.
+TEST(BranchSplit, MatchesEverySplit) {
+  constexpr double inf = INFINITY;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    const int ranks = 2 + static_cast<int>(seed % 4), branches = 2 + static_cast<int>(seed % 2);
+    std::vector<BranchTimes> times(branches);
+    for (int b = 0; b < branches; ++b)
+      for (int c = 0; c <= ranks; ++c) {
+        const uint64_t k = cpu::mix64(seed * 1000 + b * 100 + c);
+        const bool allowed = c > 0 && cpu::uniform01(k) < 0.85;
+        times[b].prefix.push_back(allowed ? 1 + 9 * cpu::uniform01(k + 1) : inf);
+        times[b].apart.push_back(allowed ? times[b].prefix.back() + 2 * cpu::uniform01(k + 2) : inf);
+      }
+    const double floor = seed % 3 == 0 ? 5.0 : 0.0;
+    double best = inf;
+    std::vector<int> counts(branches, 1);
+    std::function<void(int, int)> visit = [&](int b, int used) {
+      if (b == branches) {
+        for (int main = 0; main < branches; ++main) {
+          double slowest = floor;
+          for (int k = 0; k < branches; ++k)
+            slowest = std::max(slowest, k == main ? times[k].prefix[counts[k]] : times[k].apart[counts[k]]);
+          best = std::min(best, slowest);
+        }
+        return;
+      }
+      for (int c = 1; used + c <= ranks; ++c) {
+        counts[b] = c;
+        visit(b + 1, used + c);
+      }
+    };
+    visit(0, 0);
+    const BranchSplit split = best_split(times, ranks, floor);
+    EXPECT_EQ(split.time, best) << "seed " << seed;
+    if (split.time == inf) continue;
+    int used = 0;
+    double slowest = floor;
+    for (int k = 0; k < branches; ++k) {
+      used += split.counts[k];
+      slowest = std::max(slowest, k == split.main ? times[k].prefix[split.counts[k]] : times[k].apart[split.counts[k]]);
+    }
+    EXPECT_LE(used, ranks);
+    EXPECT_EQ(slowest, split.time) << "the counts returned cost what was reported";
+  }
 }
 
 TEST(Planner, LayerTimeRuleMatchesExhaustiveSearchOnChains) {
