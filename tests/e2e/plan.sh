@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # burstpool plan with a shipped profile: the summary's per-layer times add up
-# to the predicted step (branches run in turn), the layer-time rule keeps
+# to the predicted step (branches in turn), the default plan (branches at
+# once where faster) is no slower, the layer-time rule keeps
 # every layer within the limit counting sync and transfers and is never
 # faster than the compute rule, the plan is written with rank ranges and
 # reads back (simulate), and scripts/plot_plan.py draws it.
@@ -12,9 +13,12 @@ model=$src/jobs/models/resnet20.ini
 profile=$src/jobs/profiles/resnet20.cpu.json
 for rule in compute layer-time; do
   "$bin" plan "$model" --profile "$profile" --bandwidth 12.5 --latency 5 --ranks 16 --global-batch 32 \
-    --amp-limit 2 --amp-rule "$rule" --out "$work/$rule.json" --summary "$work/$rule.s.json" >"$work/$rule.out" 2>&1 ||
-    fail "plan --amp-rule $rule: $(tail -3 "$work/$rule.out")"
+    --amp-limit 2 --amp-rule "$rule" --branches in-turn --out "$work/$rule.json" --summary "$work/$rule.s.json" \
+    >"$work/$rule.out" 2>&1 || fail "plan --amp-rule $rule: $(tail -3 "$work/$rule.out")"
 done
+# Branches at once where faster (the default): a block then costs its slowest branch, so the rows no longer add up.
+"$bin" plan "$model" --profile "$profile" --bandwidth 12.5 --latency 5 --ranks 16 --global-batch 32 \
+  --amp-limit 2 --summary "$work/auto.s.json" >"$work/auto.out" 2>&1 || fail "plan --branches auto: $(tail -3 "$work/auto.out")"
 if out=$(python3 - "$work" <<'PY' 2>&1
 import json, sys
 w = sys.argv[1]
@@ -29,6 +33,9 @@ for l in t["layers"]:
     if l["ranks"] > 1 and l["name"] in one and one[l["name"]] > 0:
         layer_time = l["ranks"] * (l["compute_s"] + l["sync_s"] + l["transfer_s"])
         assert layer_time <= 2 * one[l["name"]] * (1 + 1e-9), (l["name"], layer_time, one[l["name"]])
+auto = json.load(open(f"{w}/auto.s.json"))
+assert auto["branches"] == "auto" and c["branches"] == "in-turn"
+assert auto["iteration_s"] <= c["iteration_s"] * (1 + 1e-12), "the cheaper of in turn and at once"
 plan = json.load(open(f"{w}/layer-time.json"))
 assert all(isinstance(e["ranks"], str) for e in plan["layers"]), "ranks written as ranges"
 print(f"step {1e3 * c['iteration_s']:.2f} ms (compute rule), {1e3 * t['iteration_s']:.2f} ms (layer-time rule)")
