@@ -284,7 +284,6 @@ void read_sync(const Values& v, JobConfig& c) {
   c.sync.shadow_alpha = v.number("sync", "shadow_alpha");
   c.sync.shadow_block_momentum = v.number("sync", "shadow_block_momentum");
   c.sync.shadow_block_lr = v.number("sync", "shadow_block_lr");
-  if (c.sync.strategy == "shadow" && c.sync.learners > 1) v.fail("sync", "learners", "shadow runs one learner per rank");
   if (c.sync.strategy != "ssgd" && c.sync.strategy != "sma" && c.sync.learners == 0) c.sync.learners = 1;
   if (c.sync.strategy == "sma" && c.sgd.nesterov) v.fail("optimizer", "nesterov", "sma uses plain momentum (the CROSSBOW update, docs/learners.md)");
   if (c.sync.strategy != "ssgd" && !c.plan_path.empty()) v.fail("parallel", "plan", "plans are for ssgd; small-batch learners each hold the whole model");

@@ -63,7 +63,7 @@ const JobKey kKeys[] = {
   {"output", "checkpoint_every", "0", "steps", "[0, 2147483647]", "Checkpoint cadence in steps; 0: only at the end"},
   {"output", "checkpoint_seconds", "0", "seconds", "[0, 10000000]", "Checkpoint cadence in wall seconds (decided on rank 0); 0: off"},
   {"sync", "strategy", "ssgd", "ssgd | sma | shadow | local-sgd", "", "How replicas stay together (docs/learners.md): ssgd = synchronous SGD over the plan; sma = synchronous model averaging of small-batch learners; shadow = learners never wait, a thread per rank averages models in the background; local-sgd = average every local_steps. For sma, shadow and local-sgd, [train] learner_batch_size is each learner's batch"},
-  {"sync", "learners", "0", "learners", "[0, 64]", "Learners (model replicas, one thread each) per rank; 0: auto-tuned for sma, 1 otherwise. shadow takes 1"},
+  {"sync", "learners", "0", "learners", "[0, 64]", "Learners (model replicas, one thread each) per rank; 0: auto-tuned for sma, 1 otherwise"},
   {"sync", "max_learners", "8", "learners", "[1, 64]", "Most learners per rank the auto-tuner tries"},
   {"sync", "autotune_threshold", "0.1", "fraction", "[0, 1]", "The auto-tuner adds a learner while throughput grows by more than this; on the first smaller gain it removes the last one and stops"},
   {"sync", "autotune_steps", "30", "iterations", "[1, 100000]", "Iterations timed per learner count while auto-tuning (after 3 untimed)"},

@@ -1,9 +1,12 @@
 // shadow: learners never wait for the network; a thread per rank moves the
-// rank's model by a background averaging rule (ShadowSync, Zheng et al.
-// 2020; the rules in sync/shadow.hpp). The thread works on learner 0's host
-// parameters, so they stay on the host and the loop holds this strategy's
-// lock around each step and each read of them.
+// rank's learners by a background averaging rule (ShadowSync, Zheng et al.
+// 2020; the rules in sync/shadow.hpp). The thread works on the learners'
+// host parameters, so they stay on the host, and the loop holds each
+// learner's lock around that learner's step and each read of its replica:
+// learners of one rank step at the same time, each waiting only for the
+// thread's copy of its own replica.
 #include <chrono>
+#include <deque>
 
 #include "burstpool/error.hpp"
 #include "burstpool/job.hpp"
@@ -13,42 +16,53 @@
 
 namespace burstpool {
 
-ShadowAverager::ShadowAverager(MPI_Comm world, float* params, size_t n, std::mutex& lock, double pause_ms,
+ShadowAverager::ShadowAverager(MPI_Comm world, std::vector<ShadowReplica> replicas, size_t n, double pause_ms,
                                ShadowRule rule)
-    : params_(params), n_(n), lock_(lock), pause_ms_(pause_ms), rule_(rule), snapshot_(n + 1), sum_(n + 1) {
+    : mine_(std::move(replicas)), n_(n), pause_ms_(pause_ms), rule_(rule), snapshot_(mine_.size() * n + 1),
+      sum_(n + 1) {
+  BP_CHECK(!mine_.empty(), "shadow: no replica to average");
   BP_MPI_CHECK(MPI_Comm_dup(world, &comm_));
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_size(comm_, &size_);
+  if (mine_.size() > 1) local_.resize(n + 1);
+  replicas_ = static_cast<float>(mine_.size());
+  BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &replicas_, 1, MPI_FLOAT, MPI_SUM, comm_));
   if (rule_.kind == ShadowRule::Kind::average) return;
-  shared_.assign(params, params + n);  // the centre or the global model: the ranks' mean
+  shared_.assign(n, 0.0f);  // the centre or the global model: the mean of every replica
+  for (const ShadowReplica& r : mine_)
+    for (size_t i = 0; i < n; ++i) shared_[i] += r.params[i];
   if (n > 0)
     BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, shared_.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_));
-  for (float& v : shared_) v /= static_cast<float>(size_);
+  for (float& v : shared_) v /= replicas_;
   if (rule_.kind == ShadowRule::Kind::block_momentum) update_.assign(n, 0.0f);
 }
 
+// The shared model moves once a round; each replica by its own snapshot, under its lock.
 void ShadowAverager::apply() {
-  const float inv = 1.0f / static_cast<float>(size_);
-  switch (rule_.kind) {
-    case ShadowRule::Kind::average:
-      for (size_t i = 0; i < n_; ++i) params_[i] += sum_[i] * inv - snapshot_[i];
-      break;
-    case ShadowRule::Kind::elastic: {
-      const float a = rule_.alpha, ranks = static_cast<float>(size_);
-      for (size_t i = 0; i < n_; ++i) {
-        params_[i] -= a * (snapshot_[i] - shared_[i]);
-        shared_[i] += a * (sum_[i] - ranks * shared_[i]);
-      }
-      break;
+  const float inv = 1.0f / replicas_;
+  if (rule_.kind == ShadowRule::Kind::block_momentum)
+    for (size_t i = 0; i < n_; ++i) {
+      update_[i] = rule_.block_momentum * update_[i] + rule_.block_lr * (sum_[i] * inv - shared_[i]);
+      shared_[i] += update_[i];
     }
-    case ShadowRule::Kind::block_momentum:
-      for (size_t i = 0; i < n_; ++i) {
-        update_[i] = rule_.block_momentum * update_[i] + rule_.block_lr * (sum_[i] * inv - shared_[i]);
-        shared_[i] += update_[i];
-        params_[i] += shared_[i] - snapshot_[i];
-      }
-      break;
+  for (size_t j = 0; j < mine_.size(); ++j) {
+    float* x = mine_[j].params;
+    const float* s = snapshot_.data() + j * n_;
+    std::lock_guard<std::mutex> guard(*mine_[j].lock);
+    switch (rule_.kind) {
+      case ShadowRule::Kind::average:
+        for (size_t i = 0; i < n_; ++i) x[i] += sum_[i] * inv - s[i];
+        break;
+      case ShadowRule::Kind::elastic:
+        for (size_t i = 0; i < n_; ++i) x[i] -= rule_.alpha * (s[i] - shared_[i]);
+        break;
+      case ShadowRule::Kind::block_momentum:
+        for (size_t i = 0; i < n_; ++i) x[i] += shared_[i] - s[i];
+        break;
+    }
   }
+  if (rule_.kind == ShadowRule::Kind::elastic)
+    for (size_t i = 0; i < n_; ++i) shared_[i] += rule_.alpha * (sum_[i] - replicas_ * shared_[i]);
 }
 
 ShadowAverager::~ShadowAverager() {
@@ -59,19 +73,22 @@ ShadowAverager::~ShadowAverager() {
 }
 
 bool ShadowAverager::round() {
-  {
-    std::lock_guard<std::mutex> guard(lock_);
-    std::copy(params_, params_ + n_, snapshot_.begin());
+  for (size_t j = 0; j < mine_.size(); ++j) {
+    std::lock_guard<std::mutex> guard(*mine_[j].lock);
+    std::copy(mine_[j].params, mine_[j].params + n_, snapshot_.begin() + j * n_);
   }
-  snapshot_[n_] = done_.load() ? 1.0f : 0.0f;  // ranks done so far, summed with the parameters
+  std::vector<float>& send = mine_.size() == 1 ? snapshot_ : local_;
+  if (mine_.size() > 1) {  // the rank's replicas summed, in their order
+    std::copy(snapshot_.begin(), snapshot_.begin() + n_, local_.begin());
+    for (size_t j = 1; j < mine_.size(); ++j)
+      for (size_t i = 0; i < n_; ++i) local_[i] += snapshot_[j * n_ + i];
+  }
+  send[n_] = done_.load() ? 1.0f : 0.0f;  // ranks done so far, summed with the parameters
   MPI_Request request;
-  BP_MPI_CHECK(MPI_Iallreduce(snapshot_.data(), sum_.data(), static_cast<int>(n_ + 1), MPI_FLOAT, MPI_SUM, comm_,
-                              &request));
+  BP_MPI_CHECK(
+      MPI_Iallreduce(send.data(), sum_.data(), static_cast<int>(n_ + 1), MPI_FLOAT, MPI_SUM, comm_, &request));
   wait_all(1, &request);  // sleeps between polls on this thread (it has a cancel flag)
-  {
-    std::lock_guard<std::mutex> guard(lock_);
-    apply();
-  }
+  apply();
   rounds_.fetch_add(1);
   return sum_[n_] >= static_cast<float>(size_);
 }
@@ -109,19 +126,21 @@ class Shadow final : public SyncStrategy {
   explicit Shadow(const JobConfig& job) : rule_(rule_of(job.sync)), pause_ms_(job.sync.shadow_pause_ms) {}
 
   bool device_resident() const override { return false; }
-  void begin(LearnerTeam& team) override {  // the centre or global model starts at the ranks' mean: collective
-    averager_ = std::make_unique<ShadowAverager>(MPI_COMM_WORLD, team.first().params(), team.n, lock_, pause_ms_,
-                                                 rule_);
+  void prepare(Learner&) override { locks_.emplace_back(); }  // learner j's lock is the j-th
+  void begin(LearnerTeam& team) override {  // the centre or global model starts at the replicas' mean: collective
+    std::vector<ShadowReplica> replicas;
+    for (size_t j = 0; j < team.all.size(); ++j) replicas.push_back({team.all[j]->params(), &locks_[j]});
+    averager_ = std::make_unique<ShadowAverager>(MPI_COMM_WORLD, std::move(replicas), team.n, pause_ms_, rule_);
     averager_->start();
   }
   void learner_step(Learner& l, float lr) override { l.sgd_step(lr); }
-  std::mutex* replica_lock() override { return &lock_; }
+  std::mutex* replica_lock(int learner) override { return &locks_.at(learner); }
   StrategyCounts finish() override { return {{"shadow_rounds", averager_ ? averager_->finish() : 0}}; }
 
  private:
   const ShadowRule rule_;
   const double pause_ms_;
-  std::mutex lock_;  // learner 0's parameters, shared with the averaging thread
+  std::deque<std::mutex> locks_;  // per learner: its parameters, shared with the averaging thread
   std::unique_ptr<ShadowAverager> averager_;
 };
 

@@ -1,10 +1,11 @@
 #pragma once
 // Background synchronisation in the manner of ShadowSync (Zheng et al.,
-// 2020): the trainer never waits for the network. A thread per rank repeatedly
-// takes a snapshot s of the rank's parameters, sums the snapshots of all N
-// ranks on its own duplicate of the world communicator, and moves the
-// parameters by what its rule says, added to them, so training done meanwhile
-// is kept. The rules (ShadowSync's three):
+// 2020): the trainers never wait for the network. A thread per rank
+// repeatedly takes a snapshot s of each of the rank's replicas (its
+// trainers' parameters, one lock each), sums the snapshots of all N
+// replicas of all ranks on its own duplicate of the world communicator, and
+// moves each replica by what its rule says, added to it, so training done
+// meanwhile is kept. The rules (ShadowSync's three), for each replica x:
 //   average:        x += mean(s) - s
 //   elastic:        x -= alpha (s - c);  c += alpha (sum(s) - N c)
 //                   (c: the centre, every rank's copy equal, starting at the
@@ -24,6 +25,12 @@
 
 namespace burstpool {
 
+// One trainer's parameters and the lock its trainer holds while it reads or writes them.
+struct ShadowReplica {
+  float* params;
+  std::mutex* lock;
+};
+
 struct ShadowRule {
   enum class Kind { average, elastic, block_momentum } kind = Kind::average;
   float alpha = 0.5f;                          // elastic
@@ -32,10 +39,12 @@ struct ShadowRule {
 
 class ShadowAverager {
  public:
-  // Collective over `world` (the centre or global model starts at the ranks'
-  // mean). `params` (n floats) is the rank's model; the trainer holds `lock`
-  // while it reads or writes them.
-  ShadowAverager(MPI_Comm world, float* params, size_t n, std::mutex& lock, double pause_ms, ShadowRule rule = {});
+  // Collective over `world` (the centre or global model starts at the mean
+  // of every replica). Each replica has n floats; every rank passes as many.
+  ShadowAverager(MPI_Comm world, std::vector<ShadowReplica> replicas, size_t n, double pause_ms, ShadowRule rule = {});
+  // One replica: `params`, guarded by `lock`.
+  ShadowAverager(MPI_Comm world, float* params, size_t n, std::mutex& lock, double pause_ms, ShadowRule rule = {})
+      : ShadowAverager(world, {{params, &lock}}, n, pause_ms, rule) {}
   ~ShadowAverager();
   ShadowAverager(const ShadowAverager&) = delete;
   ShadowAverager& operator=(const ShadowAverager&) = delete;
@@ -52,15 +61,17 @@ class ShadowAverager {
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
-  int size_ = 1;
-  float* params_;
+  int size_ = 1;       // ranks
+  float replicas_ = 1;  // N: replicas of all ranks
+  std::vector<ShadowReplica> mine_;
   size_t n_;
-  std::mutex& lock_;
   double pause_ms_;
   ShadowRule rule_;
-  std::vector<float> snapshot_, sum_;
+  // snapshot_: each replica's n floats; local_: their sum and the done flag
+  // (with one replica, snapshot_ itself); sum_: local_ summed over the ranks.
+  std::vector<float> snapshot_, local_, sum_;
   std::vector<float> shared_, update_;  // elastic: the centre; block-momentum: the global model and D
-  void apply();  // the rule, from snapshot_ and sum_ (under lock_)
+  void apply();  // the rule, from snapshot_ and sum_, each replica under its lock
   std::atomic<bool> done_{false}, never_{false};
   std::atomic<int64_t> rounds_{0};
   std::thread thread_;

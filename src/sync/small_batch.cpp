@@ -158,7 +158,8 @@ class LearnerRun final : public RunSteps {
   int64_t remaining_batches() const {  // learner batches still to take, all ranks
     return job_.steps > 0 ? (job_.steps - iteration_) * per_iteration() : total_batches_ - batches_;
   }
-  std::unique_lock<std::mutex> replica_guard();  // the strategy's replica lock, held; or none
+  std::unique_lock<std::mutex> replica_guard(int learner);  // the strategy's lock of that replica, held; or none
+  std::vector<std::unique_lock<std::mutex>> all_replicas_guard();  // every replica's
 
   Learner& new_learner();
   void add_learner();  // starting from the strategy's starting_values
@@ -216,7 +217,7 @@ LearnerRun::LearnerRun(const JobConfig& job)
   }
   const size_t n = first.model().param_count();
   team_.n = n;
-  team_.lock = strategy_->replica_lock();
+  team_.lock = [this](int learner) { return strategy_->replica_lock(learner); };
   data_ = load_job_data(job, first.model());
   sampler_.emplace(data_.train.size(), b_, job.seed);
   per_epoch_ = sampler_->steps_per_epoch();
@@ -229,9 +230,15 @@ LearnerRun::LearnerRun(const JobConfig& job)
   current_state_.resize(first.model().state().size());
 }
 
-std::unique_lock<std::mutex> LearnerRun::replica_guard() {
-  std::mutex* lock = strategy_->replica_lock();
+std::unique_lock<std::mutex> LearnerRun::replica_guard(int learner) {
+  std::mutex* lock = strategy_->replica_lock(learner);
   return lock ? std::unique_lock<std::mutex>(*lock) : std::unique_lock<std::mutex>();
+}
+
+std::vector<std::unique_lock<std::mutex>> LearnerRun::all_replicas_guard() {
+  std::vector<std::unique_lock<std::mutex>> guards;
+  for (int j = 0; j < static_cast<int>(learners_.size()); ++j) guards.push_back(replica_guard(j));
+  return guards;
 }
 
 Learner& LearnerRun::new_learner() {
@@ -302,7 +309,7 @@ double LearnerRun::step_learners(float lr) {
     ctx.seed = job_.seed;
     ctx.step = batches_ + w_.rank * k + j;  // dropout masks differ per learner batch
     ctx.loss_scale = 1.0 / b_;
-    std::unique_lock<std::mutex> guard = replica_guard();
+    std::unique_lock<std::mutex> guard = replica_guard(j);
     if (!l.device_step) l.params_to_device();
     l.loss = l.exec->forward(b_, l.images.data(), l.labels.data(), ctx);
     l.exec->backward(ctx);
@@ -339,7 +346,7 @@ bool LearnerRun::evaluate_now(bool last) {
   const float* state = team_.mean(current_state_, [](Learner& l) { return l.model().state().data(); });
   EvalPoint p;
   {
-    std::unique_lock<std::mutex> guard = replica_guard();  // no background move of the swapped-in model
+    std::unique_lock<std::mutex> guard = replica_guard(0);  // no background move of the swapped-in model
     p = evaluate_learner(team_.first(), model, state, data_.test, job_);
   }
   p.step = iteration_;
@@ -352,7 +359,7 @@ void LearnerRun::save_checkpoint() {
   team_.to_host();
   const float* model = strategy_->job_model(team_, current_);
   const float* state = team_.mean(current_state_, [](Learner& l) { return l.model().state().data(); });
-  std::unique_lock<std::mutex> guard = replica_guard();  // the replicas stay still
+  const auto guards = all_replicas_guard();  // the replicas stay still
   LearnerProgress p{sc_.strategy, iteration_,       batches_, static_cast<int>(learners_.size()) * w_.size,
                     job_.seed,    0.0f,             tuner_->active(), run_history(r_, wall())};
   strategy_->save(p);

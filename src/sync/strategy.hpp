@@ -15,6 +15,7 @@
 //
 // This header is internal (it exposes the Learner, src/sync/learners.hpp).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,8 +36,8 @@ class LearnerTeam {
   std::vector<std::unique_ptr<Learner>>& all;
   size_t n = 0;  // parameters per replica (set once learner 0 exists)
   Learner& first() { return *all[0]; }
-  // Held while the host reads replicas (the strategy's replica_lock, if any).
-  std::mutex* lock = nullptr;
+  // Held while the host reads replica j (the strategy's replica_lock(j), if any).
+  std::function<std::mutex*(int)> lock;
 
   // Every replica's host copies made current, before the host reads them.
   void to_host();
@@ -78,9 +79,10 @@ class SyncStrategy {
   // The model the job stands for (collective; replicas on the host): default
   // the mean of every replica, in `buffer`.
   virtual const float* job_model(LearnerTeam& team, std::vector<float>& buffer);
-  // A lock the loop holds around each learner's work and the host's reads of
-  // the replicas: for a strategy whose own thread moves them (shadow).
-  virtual std::mutex* replica_lock() { return nullptr; }
+  // A lock per learner that the loop holds around that learner's work and
+  // the host's reads of its replica: for a strategy whose own thread moves
+  // the replicas (shadow). nullptr: none.
+  virtual std::mutex* replica_lock(int /*learner*/) { return nullptr; }
   // What checkpoints keep beyond the replicas: vectors the same on every
   // rank, and the progress fields the strategy owns (LearnerProgress::reset_lr).
   virtual std::vector<StrategyVector> checkpoint_vectors() { return {}; }

@@ -139,6 +139,27 @@ TEST(Averaging, ShadowElasticCentreFollowsTheModels) {
   for (float p : run_rounds(rule, 1.0f)) EXPECT_NEAR(p, mine, 1e-4);
 }
 
+// Two replicas per rank (two trainers): rank r's start at 4r and 4r + 2, so
+// the N = 2 x ranks replicas have mean c = 2(ranks - 1) + 1. Averaging puts
+// every replica on c in one round; elastic averaging at alpha 0.25 pulls each
+// replica to c by 0.75 a round (the centre stays at c with no training).
+TEST(Averaging, ShadowAveragesEveryReplicaOfEveryRank) {
+  const double c = 2.0 * (size_of() - 1) + 1;
+  for (ShadowRule::Kind kind : {ShadowRule::Kind::average, ShadowRule::Kind::elastic}) {
+    std::vector<float> a(8, 4.0f * rank_of()), b(8, 4.0f * rank_of() + 2);
+    std::mutex la, lb;
+    ShadowRule rule;
+    rule.kind = kind;
+    rule.alpha = 0.25f;
+    ShadowAverager shadow(MPI_COMM_WORLD, {{a.data(), &la}, {b.data(), &lb}}, a.size(), 0.0, rule);
+    const int rounds = kind == ShadowRule::Kind::average ? 1 : 4;
+    for (int k = 0; k < rounds; ++k) shadow.round();
+    const double shrink = kind == ShadowRule::Kind::average ? 0.0 : std::pow(0.75, 4);
+    for (float p : a) EXPECT_NEAR(p, c + (4.0 * rank_of() - c) * shrink, 1e-5);
+    for (float p : b) EXPECT_NEAR(p, c + (4.0 * rank_of() + 2 - c) * shrink, 1e-5);
+  }
+}
+
 // Block momentum: rank r adds r + 1 before each round, so every round's block
 // gradient is mean(r + 1) = (N + 1)/2 =: g and, with no training during the
 // round, every rank ends it on the global model. After 4 rounds at momentum m
