@@ -62,6 +62,7 @@ Context::Context(int local_rank, StreamRole work, const std::string& wait) : wor
   }
   BP_CUBLAS_CHECK(cublasCreate(&cublas_));
   BP_CUBLAS_CHECK(cublasSetStream(cublas_, streams_[work_]));
+  BP_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH));  // fp32 until a model asks for TF32 (set_gemm_precision)
   BP_CUDNN_CHECK(cudnnCreate(&cudnn_));
   BP_CUDNN_CHECK(cudnnSetStream(cudnn_, streams_[work_]));
   allocator_ = std::make_unique<CachingAllocator>(

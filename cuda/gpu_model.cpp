@@ -429,7 +429,7 @@ void GpuModel::launch_forward(int i, const burstpool::Context& ctx) {
     case LayerKind::conv2d: {
       const Geometry2d geo = v.geometry();
       auto& conv = convs_[{i, n}];
-      if (!conv) conv = std::make_unique<CudnnConv>(ctx_.cudnn(), geo, conv_algorithms_);
+      if (!conv) conv = std::make_unique<CudnnConv>(ctx_.cudnn(), geo, conv_algorithms_, tf32_);
       conv->forward(x, p, v.bias(p, geo.weights()), y, ctx_.allocator(), stream_);
       return;
     }
@@ -599,6 +599,11 @@ float* GpuModel::flat(Buffer what) {
   return at;
 }
 
+void GpuModel::set_tf32(bool on) {
+  tf32_ = on;
+  set_gemm_precision(ctx_.cublas(), on);
+}
+
 }  // namespace burstpool::cuda
 
 namespace burstpool {
@@ -608,6 +613,7 @@ std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank, const
   auto gpu = std::make_unique<cuda::GpuModel>(model, std::make_unique<cuda::Context>(local_rank, work, options.wait));
   gpu->set_graphs(options.graphs);
   gpu->set_conv_algorithms(cuda::conv_algorithms(options.conv_algorithms));
+  gpu->set_tf32(options.precision == "tf32");
   if (options.background) gpu->set_pieces_in_flight(options.pieces_in_flight);
   return gpu;
 }

@@ -79,6 +79,9 @@ class GpuModel final : public DeviceModel {
   bool uses_nccl() const { return nccl_ != nullptr; }
   void set_graphs(bool on) { graphs_ = on; }
   void set_conv_algorithms(ConvAlgorithms how) { conv_algorithms_ = how; }  // for convolutions set up from now on
+  // [job] precision: tf32 lets cuBLAS and cuDNN round products' inputs to
+  // TF32 (for layers set up from now on), else fp32 throughout.
+  void set_tf32(bool on);
   // With a before-layer hook (a background job's gate): how many of its
   // pieces may be queued on the stream at once (PieceWindow); 1 waits for
   // each piece before the gate is asked about the next.
@@ -168,6 +171,7 @@ class GpuModel final : public DeviceModel {
 
   bool graphs_ = false;
   ConvAlgorithms conv_algorithms_ = ConvAlgorithms::heuristic;
+  bool tf32_ = false;
   bool has_batchnorm_ = false;
   std::map<int, StepGraphs> graphs_by_batch_;
   size_t allocator_releases_ = 0;  // the allocator's count the graphs were captured under

@@ -7,6 +7,11 @@
 #              foreground at per-GPU batch 4, 8, 16 and 32 beside a small-VGG
 #              background, alone and shared, 2 alternating rounds
 #              (GPU_CHECK_MUX_ROUNDS); mux1.json holds each point;
+#   precision  whole training steps of vgg16 and resnet20 at batch 32 and 128
+#              in fp32 and tf32 ([job] precision, measured cuDNN algorithms,
+#              CUDA graphs) against PyTorch on the same GPU in fp32, tf32, at
+#              its defaults (TF32 convolutions) and in bf16 autocast, with
+#              peak GPU memory; 2 alternating rounds; precision.json;
 #   learners   sma learners auto-tuned on the GPU (up to 4), the average model
 #              kept on the device against sent up every step, learner batch
 #              16 and 32;
@@ -272,6 +277,56 @@ for k, v in summary.items():
 PY
 }
 
+check_precision() {
+  section "training steps by precision: burstpool fp32 and tf32 against PyTorch fp32, tf32, defaults and bf16"
+  local model batch round precision steps
+  for round in 1 2; do
+    for model in vgg16 resnet20; do
+      for batch in 32 128; do
+        for precision in fp32 tf32; do
+          fits 30 "$model batch $batch $precision round $round" || continue
+          steps=60
+          [[ $model == resnet20 ]] && steps=300
+          timeout "$(limit 90)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set job.model=$PWD/jobs/models/$model.ini \
+            --set data.source=synthetic --set data.synthetic_train_samples=512 --set data.synthetic_test_samples=0 \
+            --set job.device=cuda --set job.cuda_graphs=true --set job.cudnn_algorithms=measured \
+            --set job.precision=$precision --set train.batch_size=$batch --steps $steps \
+            --metrics /tmp/gpu-run/prec_${model}_${batch}_${precision}_$round.json >>"$log" 2>&1
+          echo "$model batch $batch $precision round $round: exit $?" | tee -a "$log"
+        done
+        if python3 -c "import torch" 2>/dev/null && fits 40 "PyTorch $model batch $batch round $round"; then
+          timeout "$(limit 120)" python3 perf/torch_gpu_peer.py jobs/models/$model.ini --batch $batch --step \
+            >/tmp/gpu-run/prec_torch_${model}_${batch}_$round.json 2>>"$log"
+          echo "PyTorch $model batch $batch round $round: exit $?" | tee -a "$log"
+        fi
+      done
+    done
+  done
+  python3 - "$out/precision.json" <<'PY' 2>&1 | tee -a "$log"
+import glob, json, re, statistics, sys
+runs = {}
+for path in glob.glob("/tmp/gpu-run/prec_*.json"):
+    try:
+        m = json.load(open(path))
+    except ValueError:
+        continue
+    t = re.match(r".*/prec_torch_(\w+?)_(\d+)_\d\.json", path)
+    if t:
+        for key, value in m.items():
+            if key.endswith("_train_step_ms") or key.endswith("_peak_mib"):
+                runs.setdefault(f"{t.group(1)} {t.group(2)} torch {key}", []).append(value)
+        continue
+    b = re.match(r".*/prec_(\w+?)_(\d+)_(fp32|tf32)_\d\.json", path)
+    if b and m.get("steps"):
+        runs.setdefault(f"{b.group(1)} {b.group(2)} burstpool {b.group(3)}_train_step_ms", []).append(
+            1e3 * m["train_seconds"] / m["steps"])
+summary = {k: {"median": statistics.median(v), "runs": v} for k, v in sorted(runs.items())}
+json.dump(summary, open(sys.argv[1], "w"), indent=1)
+for k, v in summary.items():
+    print(k, round(v["median"], 3))
+PY
+}
+
 check_learners() {
   section "sma learners on the GPU, auto-tuned up to 4: the average model on the device against sent up each step"
   # The learners of a rank side by side on the GPU, each with its own streams;
@@ -319,6 +374,6 @@ check_profile() {
   echo "plan: exit $?" | tee -a "$log"
 }
 
-for name in ${GPU_CHECK_SECTIONS:-mux1 learners tests layers e2e multiplex steps profile}; do
+for name in ${GPU_CHECK_SECTIONS:-mux1 precision learners tests layers e2e multiplex steps profile}; do
   "check_$name"
 done

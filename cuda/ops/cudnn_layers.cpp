@@ -60,7 +60,7 @@ ConvAlgorithms conv_algorithms(const std::string& name) {
   throw Error("cuDNN algorithm choice '" + name + "': heuristic, measured or gemm");
 }
 
-CudnnConv::CudnnConv(cudnnHandle_t handle, const Geometry2d& g, ConvAlgorithms how) : handle_(handle) {
+CudnnConv::CudnnConv(cudnnHandle_t handle, const Geometry2d& g, ConvAlgorithms how, bool tf32) : handle_(handle) {
   x_ = tensor(g.n, g.c, g.h, g.w);
   y_ = tensor(g.n, g.oc, g.oh(), g.ow());
   bias_ = tensor(1, g.oc, 1, 1);
@@ -70,7 +70,7 @@ CudnnConv::CudnnConv(cudnnHandle_t handle, const Geometry2d& g, ConvAlgorithms h
   // Cross-correlation, as every framework's "convolution" and the CPU layer.
   BP_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, g.ph, g.pw, g.sh, g.sw, 1, 1, CUDNN_CROSS_CORRELATION,
                                                  CUDNN_DATA_FLOAT));
-  BP_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH));  // fp32, no TF32
+  BP_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   // The rankings list the candidates best first: by cuDNN's heuristics, or by
   // time when measured (cuDNN allocates and times on buffers of its own).
   const bool measured = how == ConvAlgorithms::measured, direct = how == ConvAlgorithms::gemm;

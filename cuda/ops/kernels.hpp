@@ -27,6 +27,11 @@ void relu_backward(const float* x, const float* dy, float* dx, size_t n, bool ac
 void add_bias_rows(float* y, const float* bias, int rows, int cols, cudaStream_t stream);
 void sum_rows(const float* dy, float* bias_grad, int rows, int cols, cudaStream_t stream);
 
+// How a handle's fp32 products are computed ([job] precision): fp32 exactly
+// (CUBLAS_PEDANTIC_MATH), or with their inputs rounded to TF32 (10-bit
+// mantissa) on the tensor cores and sums kept in fp32.
+void set_gemm_precision(cublasHandle_t handle, bool tf32);
+
 // Linear layer (weight [out x in], bias [out]) on n samples, as layers/linear.cpp.
 void linear_forward(cublasHandle_t handle, const float* x, const float* weight, const float* bias, float* y, int n,
                     int in, int out, cudaStream_t stream);
@@ -71,8 +76,11 @@ ConvAlgorithms conv_algorithms(const std::string& name);
 
 class CudnnConv {
  public:
-  // Chooses the forward, backward-data and backward-filter algorithms for this shape.
-  CudnnConv(cudnnHandle_t handle, const Geometry2d& g, ConvAlgorithms how = ConvAlgorithms::heuristic);
+  // Chooses the forward, backward-data and backward-filter algorithms for this
+  // shape; tf32: cuDNN may round the inputs to TF32 (CUDNN_DEFAULT_MATH), else
+  // fp32 only (CUDNN_FMA_MATH).
+  CudnnConv(cudnnHandle_t handle, const Geometry2d& g, ConvAlgorithms how = ConvAlgorithms::heuristic,
+            bool tf32 = false);
   ~CudnnConv();
   CudnnConv(const CudnnConv&) = delete;
   CudnnConv& operator=(const CudnnConv&) = delete;

@@ -8,9 +8,13 @@ namespace burstpool::cuda {
 
 // cuBLAS is column-major: a row-major C = op(A) op(B) is the column-major
 // C^T = op(B)^T op(A)^T, so the operands swap and the shapes transpose.
+void set_gemm_precision(cublasHandle_t handle, bool tf32) {
+  BP_CUBLAS_CHECK(cublasSetMathMode(handle, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
+}
+
+// The handle's math mode decides fp32 or TF32 (set_gemm_precision; the context sets fp32).
 void gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
           int lda, const float* b, int ldb, float beta, float* c, int ldc) {
-  BP_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH));  // fp32, no TF32: comparable with the CPU
   BP_CUBLAS_CHECK(cublasSgemm(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
                               k, &alpha, b, ldb, a, lda, &beta, c, ldc));
 }

@@ -195,6 +195,11 @@ void read_job(const Values& v, const std::string& path, const std::string& base,
   c.cudnn_algorithms = v.choice("job", "cudnn_algorithms", {"heuristic", "measured", "gemm"});
   if (c.cudnn_algorithms != "heuristic" && c.device != "cuda")
     v.fail("job", "cudnn_algorithms", c.cudnn_algorithms + " needs device = cuda");
+  c.precision = v.choice("job", "precision", {"fp32", "tf32", "bf16"});
+  if (c.precision == "bf16")
+    v.fail("job", "precision", "bf16 is not built yet: fp32, or tf32 on cuda (docs/cuda.md)");
+  if (c.precision == "tf32" && c.device != "cuda")
+    v.fail("job", "precision", "tf32 needs device = cuda (the CPU computes in fp32)");
   c.threads = static_cast<int>(v.integer("job", "threads"));
   c.memory_limit_gb = v.number("job", "memory_limit_gb");
 }

@@ -172,7 +172,8 @@ void use_job_device(const JobConfig& job, Executor& exec, bool background, int p
     // With a background job, the foreground's [background] cuda_wait decides
     // how the process waits; alone, CUDA's own default (it spins).
     const std::string wait = background || job.background.job_path.empty() ? "" : job.background.cuda_wait;
-    const CudaOptions options{background, job.cuda_graphs, job.cudnn_algorithms, wait, pieces_in_flight};
+    const CudaOptions options{background, job.cuda_graphs, job.cudnn_algorithms, wait, pieces_in_flight,
+                              job.precision};
     exec.use_device(make_device_model(job.device, exec.model(), world().local_rank, options), background);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: [job] device = {}: {}", job.file, job.device, e.what()));

@@ -100,6 +100,39 @@ TEST(CudaLayers, LinearMatchesCpuGemm) {
   expect_close(dx_.host(), dx, "linear input gradient");
 }
 
+// [job] precision = tf32: cuBLAS rounds each product's inputs to TF32 (a
+// 10-bit mantissa: relative error at most 2^-11 each, so at most about 2^-10
+// per product) and sums in fp32. The bound per output is therefore
+// (2^-10 + in x 2^-24) x sum |x w|: from the format, not from a reading. The
+// test also checks that TF32 was used: somewhere the error is more than 16x
+// what fp32 sums of this length could make.
+TEST(CudaLayers, LinearInTf32StaysWithinTheFormatsBound) {
+  SKIP_WITHOUT_GPU();
+  cuda::Context ctx(0);
+  const int n = 64, in = 512, out = 32;
+  const auto x = random_vector(size_t(n) * in, 8), w = random_vector(size_t(out) * in, 9);
+  DeviceBuffer x_(x), w_(w), y_(size_t(n) * out);
+  cudaStream_t s = ctx.stream(StreamRole::foreground);
+  cuda::set_gemm_precision(ctx.cublas(), true);
+  cuda::linear_forward(ctx.cublas(), x_.ptr, w_.ptr, nullptr, y_.ptr, n, in, out, s);
+  BP_CUDA_CHECK(cudaStreamSynchronize(s));
+  cuda::set_gemm_precision(ctx.cublas(), false);
+  const std::vector<float> y = y_.host();
+  double largest_ratio = 0;  // error over what fp32 sums could make
+  for (int r = 0; r < n; ++r)
+    for (int c = 0; c < out; ++c) {
+      double exact = 0, magnitude = 0;
+      for (int k = 0; k < in; ++k) {
+        const double t = double(x[size_t(r) * in + k]) * w[size_t(c) * in + k];
+        exact += t, magnitude += std::abs(t);
+      }
+      const double err = std::abs(y[size_t(r) * out + c] - exact);
+      ASSERT_LE(err, (std::ldexp(1.0, -10) + in * std::ldexp(1.0, -24)) * magnitude) << "[" << r << ", " << c << "]";
+      largest_ratio = std::max(largest_ratio, err / (in * std::ldexp(1.0, -24) * magnitude));
+    }
+  EXPECT_GT(largest_ratio, 16.0) << "the products look like fp32: TF32 was not used";
+}
+
 TEST(CudaContext, StreamsGetTheirRolesPriorities) {
   SKIP_WITHOUT_GPU();
   cuda::Context ctx(0);
