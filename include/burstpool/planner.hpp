@@ -16,10 +16,13 @@
 // branches between a fork and its join run either
 //   in turn:  every branch layer on a prefix of its own count (the branches
 //             share rank 0, one after another): their costs add up; or
-//   at once:  each branch with layers on one range of c ranks, the main
-//             branch on the prefix 0..c-1 and the others on disjoint ranges
-//             after it: the block costs its slowest branch, each branch
-//             counting its transfer in from the fork and out to the join
+//   at once:  the branches in groups, each group on one range of c ranks
+//             (its branches in turn there), the main group on the prefix
+//             0..c-1 and the others on disjoint ranges after it: the block
+//             costs its slowest group's forward plus its slowest group's
+//             backward (they meet at the join, and again at the fork), each
+//             branch counting its transfer in from the fork and out to the
+//             join, half in each phase
 //             (off the prefix, XferApart: every sample moves, latency +
 //             act bytes/sample x B / min(a,b) / bandwidth each way, an upper
 //             bound where a range overlaps the fork's or join's ranks). An
@@ -56,8 +59,10 @@ struct PlannerOptions {
   double amp_limit = 2.0;  // >= 1; infinity: no limit
   bool soft_limit = false;
   enum class AmpRule { compute, layer_time } amp_rule = AmpRule::compute;
-  // Branches of a fork may run at once on disjoint ranks (else always in turn).
-  bool branches_at_once = true;
+  // A fork's branches: always in turn; the cheaper of in turn and at once on
+  // disjoint ranks (the default); or at once wherever the ranks allow it (for
+  // studies and checks of such plans; plan_exhaustive searches the cheaper).
+  enum class Branches { in_turn, cheaper, at_once } branches = Branches::cheaper;
   LinkModel p2p, allreduce;
 };
 
@@ -80,6 +85,8 @@ struct PlanResult {
 PlanResult plan_model(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& options);
 
 // The rule named "compute" or "layer-time" (plan --amp-rule, [parallel] amp_rule; both check the name).
+// The branches named "auto", "in-turn" or "at-once" (plan --branches, [parallel] branches).
+PlannerOptions::Branches branches_named(const std::string& name);
 PlannerOptions::AmpRule amp_rule_named(const std::string& name);
 
 // The cost model, for tests and the simulator.
@@ -87,7 +94,9 @@ class CostModel {
  public:
   CostModel(const ModelSpec& spec, const ModelProfile& profile, const PlannerOptions& options);
   int layers() const { return static_cast<int>(names_.size()); }
-  double compute(int layer, int n) const;  // G
+  double compute(int layer, int n) const;  // G: forward + backward
+  double forward(int layer, int n) const;
+  double backward(int layer, int n) const;
   double sync(int layer, int n) const;
   double transfer(int producer, int from_n, int to_n) const;  // between prefixes
   double transfer_apart(int producer, int from_n, int to_n) const;  // a prefix and a range off it

@@ -1,6 +1,6 @@
 // burstpool plan MODEL --profile P (--network NET | --bandwidth GBPS --latency US) --ranks N
 //                      --global-batch B [--amp-limit A|none] [--soft-limit] [--amp-rule compute|layer-time]
-//                      [--branches auto|in-turn] [--out PLAN.json]
+//                      [--branches auto|in-turn|at-once] [--out PLAN.json]
 // burstpool plan --data-parallel MODEL --ranks N --global-batch B --out PLAN.json
 #include <fmt/format.h>
 
@@ -65,7 +65,7 @@ PlannerOptions planner_options(const PlanArgs& args) {
   if (!(o.amp_limit >= 1)) throw Error(fmt::format("--amp-limit {} must be >= 1", args.amp));
   o.soft_limit = args.soft;
   o.amp_rule = amp_rule_named(args.rule);
-  o.branches_at_once = args.branches == "auto";
+  o.branches = branches_named(args.branches);
   std::tie(o.p2p, o.allreduce) = args.network.resolve("plan");
   return o;
 }
@@ -131,9 +131,9 @@ Command add_plan(CLI::App& app) {
                   "(DeepPool's: its compute, gradient sum and incoming transfers together)")
       ->check(CLI::IsMember({"compute", "layer-time"}));
   sub->add_option("--branches", args->branches,
-                  "A fork's branches: auto (at once on disjoint ranks where predicted faster, else in turn) or "
-                  "in-turn (always one after another, on rank prefixes)")
-      ->check(CLI::IsMember({"auto", "in-turn"}));
+                  "A fork's branches: auto (at once on disjoint ranks where predicted faster, else in turn), "
+                  "in-turn (always one after another, on rank prefixes) or at-once (wherever the ranks allow)")
+      ->check(CLI::IsMember({"auto", "in-turn", "at-once"}));
   sub->add_option("--out", args->out, "Plan file to write (JSON)");
   sub->add_option("--summary", args->summary,
                   "Write the predicted iteration time and device-time of the plan and of data parallel (JSON)");

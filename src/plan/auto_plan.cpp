@@ -131,7 +131,7 @@ AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
     o.amp_limit = job.amp_limit;
     o.amp_rule = amp_rule_named(job.amp_rule);
     // Branches at once need slices sent as soon as they are made: the CPU's and the twin's MPI transport.
-    o.branches_at_once = job.branches == "auto" && job.device != "cuda";
+    o.branches = job.device == "cuda" ? PlannerOptions::Branches::in_turn : branches_named(job.branches);
     o.p2p = p2p;
     o.allreduce = allreduce;
     const PlanResult planned = plan_model(spec, profile, o);

@@ -96,10 +96,15 @@ CostModel::CostModel(const ModelSpec& spec, const ModelProfile& profile, const P
   }
 }
 
-double CostModel::compute(int layer, int n) const {
-  const int b = (o_.global_batch + n - 1) / n;
-  return profile_->seconds(prof_[layer]->forward_ms, b) + profile_->seconds(prof_[layer]->backward_ms, b);
+double CostModel::forward(int layer, int n) const {
+  return profile_->seconds(prof_[layer]->forward_ms, (o_.global_batch + n - 1) / n);
 }
+
+double CostModel::backward(int layer, int n) const {
+  return profile_->seconds(prof_[layer]->backward_ms, (o_.global_batch + n - 1) / n);
+}
+
+double CostModel::compute(int layer, int n) const { return forward(layer, n) + backward(layer, n); }
 
 double CostModel::sync(int layer, int n) const {
   const double bytes = prof_[layer]->parameter_bytes;
@@ -219,26 +224,37 @@ PlanResult evaluate(const CostModel& cm, const std::vector<Block>& blocks, const
     BP_CHECK(mode != BlockMode::outside, "planner: the branches at '{}' are neither in turn nor at once",
              cm.names()[b.fork]);
     into_join = 0;
-    double slowest = 0;
-    std::map<int, double> range_time;  // at once: by first rank, the time of the branches there
+    // At once, by first rank: the forward and the backward time of the branches there
+    // (transfers half in each); an identity branch's transfer runs beside them.
+    std::map<int, std::pair<double, double>> range_time;
+    double identity = 0;
     for (const auto& branch : b.branches) {
       int last = b.fork;
-      double time = 0;
+      double time = 0, forward = 0, backward = 0;
       for (int layer : branch) {
         const double in = last == b.fork ? cm.transfer_between(b.fork, n[b.fork], a.first[layer], n[layer])
                                          : cm.transfer(last, n[last], n[layer]);
         time += in + record(layer, in);
+        forward += in / 2 + cm.forward(layer, n[layer]);
+        backward += in / 2 + cm.backward(layer, n[layer]) + cm.sync(layer, n[layer]);
         last = layer;
       }
       const double out = cm.transfer_between(last, n[b.join], last == b.fork ? 0 : a.first[last], n[last]);
       into_join += out;
       if (mode == BlockMode::in_turn) t += time;
-      if (branch.empty())
-        slowest = std::max(slowest, out);
-      else
-        slowest = std::max(slowest, range_time[a.first[branch.front()]] += time + out);
+      if (branch.empty()) {
+        identity = std::max(identity, out / 2);
+        continue;
+      }
+      auto& [f, bw] = range_time[a.first[branch.front()]];
+      f += forward + out / 2, bw += backward + out / 2;
     }
-    if (mode == BlockMode::at_once) t += slowest;
+    if (mode == BlockMode::at_once) {
+      double slowest_forward = identity, slowest_backward = identity;
+      for (const auto& [first, fb] : range_time)
+        slowest_forward = std::max(slowest_forward, fb.first), slowest_backward = std::max(slowest_backward, fb.second);
+      t += slowest_forward + slowest_backward;
+    }
     join_adds = mode == BlockMode::in_turn;
     prev = -1;  // the join starts the next chain block; its step counts into_join
   }
@@ -259,6 +275,13 @@ PlanResult evaluate(const CostModel& cm, const std::vector<Block>& blocks, const
 
 }  // namespace
 
+PlannerOptions::Branches branches_named(const std::string& name) {
+  BP_CHECK(name == "auto" || name == "in-turn" || name == "at-once", "unknown branches '{}'", name);
+  return name == "in-turn"   ? PlannerOptions::Branches::in_turn
+         : name == "at-once" ? PlannerOptions::Branches::at_once
+                             : PlannerOptions::Branches::cheaper;
+}
+
 PlannerOptions::AmpRule amp_rule_named(const std::string& name) {
   BP_CHECK(name == "compute" || name == "layer-time", "unknown amplification rule '{}'", name);
   return name == "layer-time" ? PlannerOptions::AmpRule::layer_time : PlannerOptions::AmpRule::compute;
@@ -277,7 +300,7 @@ class Program {
  public:
   Program(const CostModel& cm, const std::vector<Block>& blocks, const PlannerOptions& o)
       : cm_(cm), blocks_(blocks), n_(o.ranks), layer_time_(o.amp_rule == PlannerOptions::AmpRule::layer_time),
-        at_once_(o.branches_at_once), allowed_(cm.layers()), forks_(blocks.size()), chain_args_(blocks.size()) {
+        branches_(o.branches), allowed_(cm.layers()), forks_(blocks.size()), chain_args_(blocks.size()) {
     // The counts a layer may take (the rule with no incoming time: a bound for any).
     for (int layer = 0; layer < cm.layers(); ++layer)
       for (int n = 1; n <= n_; ++n)
@@ -422,15 +445,18 @@ class Program {
     std::vector<double> next(n_ + 1, kInf);
     fc.fork_state.assign(n_ + 1, 0);
     fc.at_once.assign(n_ + 1, Placement{});
-    const std::vector<std::vector<double>> bodies = branch_bodies(b);
+    const std::vector<PhaseTimes> bodies = branch_bodies(b);
     const double bound = lower_bound(b, bodies);
     const long nonempty = std::count_if(b.branches.begin(), b.branches.end(), [](const auto& br) { return !br.empty(); });
     const std::vector<std::vector<int>> ways = groupings(static_cast<int>(nonempty));
     int top = 0;  // the largest count any branch may take (at most the global batch)
-    for (const auto& body : bodies)
+    for (const PhaseTimes& body : bodies)
       for (int c = 1; c <= n_; ++c)
-        if (body[c] < kInf) top = std::max(top, c);
+        if (body.forward[c] < kInf) top = std::max(top, c);
     const std::vector<int> forks_reached = reachable(t);
+    const bool forced = branches_ == PlannerOptions::Branches::at_once;
+    std::vector<double> once_cost(n_ + 1, kInf);  // per join state: the best at once, and its fork state
+    std::vector<int> once_fork(n_ + 1, 0);
     for (int nj : allowed_[b.join]) {
       const double own = cm_.compute(b.join, nj) + cm_.sync(b.join, nj);
       for (int nf : forks_reached) {
@@ -441,69 +467,92 @@ class Program {
         }
         if (!layer_time_ || cm_.allowed(b.join, nj, into_join)) {
           const double v = t[nf] + branches + own;
-          if (v < next[nj]) next[nj] = v, fc.fork_state[nj] = nf, fc.at_once[nj] = Placement{};
+          if (v < next[nj]) next[nj] = v, fc.fork_state[nj] = nf;
         }
+        if (branches_ == PlannerOptions::Branches::in_turn) continue;
         // At once costs at least its slowest branch's layers: skip what cannot win.
-        if (!at_once_ || t[nf] + bound + own >= next[nj]) continue;
-        Placement once = at_once(b, bodies, ways, top, nf, nj);
+        const double to_beat = forced ? once_cost[nj] : std::min(next[nj], once_cost[nj]);
+        if (t[nf] + bound + own >= to_beat) continue;
+        Placement once = at_once(b, bodies, ways, top, nf, nj, to_beat - t[nf] - own);
         if (once.count.empty() || (layer_time_ && !cm_.allowed(b.join, nj, once.into_join))) continue;
         const double v = t[nf] + once.time + own;
-        if (v < next[nj]) next[nj] = v, fc.fork_state[nj] = nf, fc.at_once[nj] = std::move(once);
+        if (v < once_cost[nj]) once_cost[nj] = v, once_fork[nj] = nf, fc.at_once[nj] = std::move(once);
       }
+      // In turn wins ties; forced, at once wins wherever it is possible.
+      if (forced ? once_cost[nj] < kInf : once_cost[nj] < next[nj])
+        next[nj] = once_cost[nj], fc.fork_state[nj] = once_fork[nj];
+      else
+        fc.at_once[nj] = Placement{};
     }
     return next;
   }
 
-  // Each branch's own time (G + Sync of its layers) with every layer on c
-  // ranks, for each c every layer allows; infinite elsewhere. Empty branches: none.
-  std::vector<std::vector<double>> branch_bodies(const Block& b) const {
-    std::vector<std::vector<double>> bodies;
+  // Each branch's own forward and backward time (G split into its phases,
+  // Sync with the backward) with every layer on c ranks, for each c every
+  // layer allows; infinite elsewhere, and for an empty branch.
+  std::vector<PhaseTimes> branch_bodies(const Block& b) const {
+    std::vector<PhaseTimes> bodies;
     for (const auto& branch : b.branches) {
-      std::vector<double> body(n_ + 1, kInf);
+      PhaseTimes body{std::vector<double>(n_ + 1, kInf), std::vector<double>(n_ + 1, kInf)};
       for (int c = 1; c <= n_ && !branch.empty(); ++c) {
-        double time = 0;
-        for (int layer : branch)
-          time += cm_.allowed(layer, c) ? cm_.compute(layer, c) + cm_.sync(layer, c) : kInf;
-        body[c] = time;
+        double forward = 0, backward = 0;
+        for (int layer : branch) {
+          const bool ok = cm_.allowed(layer, c);
+          forward += ok ? cm_.forward(layer, c) : kInf;
+          backward += ok ? cm_.backward(layer, c) + cm_.sync(layer, c) : kInf;
+        }
+        body.forward[c] = forward, body.backward[c] = backward;
       }
       bodies.push_back(body);
     }
     return bodies;
   }
 
-  // No block at once is faster than its slowest branch's own layers on their best count.
-  static double lower_bound(const Block& b, const std::vector<std::vector<double>>& bodies) {
-    double bound = 0;
+  // No block at once is faster than its slowest branch's layers on their best
+  // counts, forward and backward.
+  static double lower_bound(const Block& b, const std::vector<PhaseTimes>& bodies) {
+    double forward = 0, backward = 0;
     for (size_t br = 0; br < b.branches.size(); ++br)
-      if (!b.branches[br].empty()) bound = std::max(bound, *std::min_element(bodies[br].begin(), bodies[br].end()));
-    return bound;
+      if (!b.branches[br].empty()) {
+        forward = std::max(forward, *std::min_element(bodies[br].forward.begin(), bodies[br].forward.end()));
+        backward = std::max(backward, *std::min_element(bodies[br].backward.begin(), bodies[br].backward.end()));
+      }
+    return forward + backward;
   }
 
   // The branches of `b` at once, from fork state nf to join state nj: over
   // every way of grouping the branches (a group runs in turn on one range),
-  // the best split of the ranks among the groups (each branch's time: in,
-  // its layers, out); the join's incoming transfers under it. count is empty
-  // where fewer than two groups can be made or no split fits.
-  Placement at_once(const Block& b, const std::vector<std::vector<double>>& bodies,
-                    const std::vector<std::vector<int>>& ways, int top, int nf, int nj) const {
-    double floor = 0, identity_into = 0;
-    std::vector<BranchTimes> times;  // per non-empty branch
-    std::vector<size_t> index;       // its branch
+  // the best split of the ranks among the groups (each branch's forward and
+  // backward: its layers, and half of each of its transfers in and out); the
+  // join's incoming transfers under it. count is empty where fewer than two
+  // groups can be made or no split fits.
+  // Only placements cheaper than `beat` are looked for.
+  Placement at_once(const Block& b, const std::vector<PhaseTimes>& bodies, const std::vector<std::vector<int>>& ways,
+                    int top, int nf, int nj, double beat) const {
+    double floor = 0, identity_into = 0;  // an identity branch's transfer, half in each phase
+    std::vector<BranchTimes> times;       // per non-empty branch
+    std::vector<size_t> index;            // its branch
     for (size_t br = 0; br < b.branches.size(); ++br) {
       const auto& branch = b.branches[br];
       if (branch.empty()) {
         const double x = cm_.transfer(b.fork, nf, nj);
-        floor = std::max(floor, x), identity_into += x;
+        floor = std::max(floor, x / 2), identity_into += x;
         continue;
       }
-      BranchTimes bt{std::vector<double>(top + 1, kInf), std::vector<double>(top + 1, kInf)};
+      auto none = [&] { return PhaseTimes{std::vector<double>(top + 1, kInf), std::vector<double>(top + 1, kInf)}; };
+      BranchTimes bt{none(), none()};
       for (int c = 1; c <= top; ++c) {
-        if (bodies[br][c] == kInf) continue;
+        if (bodies[br].forward[c] == kInf) continue;
         const double in_p = cm_.transfer(b.fork, nf, c), in_a = cm_.transfer_apart(b.fork, nf, c);
-        if (!layer_time_ || cm_.allowed(branch.front(), c, in_p))
-          bt.prefix[c] = in_p + bodies[br][c] + cm_.transfer(branch.back(), c, nj);
-        if (!layer_time_ || cm_.allowed(branch.front(), c, in_a))
-          bt.apart[c] = in_a + bodies[br][c] + cm_.transfer_apart(branch.back(), c, nj);
+        const double out_p = cm_.transfer(branch.back(), c, nj), out_a = cm_.transfer_apart(branch.back(), c, nj);
+        if (!layer_time_ || cm_.allowed(branch.front(), c, in_p)) {
+          bt.prefix.forward[c] = (in_p + out_p) / 2 + bodies[br].forward[c];
+          bt.prefix.backward[c] = (in_p + out_p) / 2 + bodies[br].backward[c];
+        }
+        if (!layer_time_ || cm_.allowed(branch.front(), c, in_a)) {
+          bt.apart.forward[c] = (in_a + out_a) / 2 + bodies[br].forward[c];
+          bt.apart.backward[c] = (in_a + out_a) / 2 + bodies[br].backward[c];
+        }
       }
       times.push_back(std::move(bt));
       index.push_back(br);
@@ -512,18 +561,33 @@ class Program {
     for (const std::vector<int>& group_of : ways) {
       const int groups = *std::max_element(group_of.begin(), group_of.end()) + 1;
       if (groups < 2) continue;
-      std::vector<BranchTimes> sums(groups, BranchTimes{std::vector<double>(top + 1, 0.0), std::vector<double>(top + 1, 0.0)});
+      auto zero = [&] { return PhaseTimes{std::vector<double>(top + 1, 0.0), std::vector<double>(top + 1, 0.0)}; };
+      std::vector<BranchTimes> sums(groups, BranchTimes{zero(), zero()});
       for (size_t k = 0; k < index.size(); ++k)
         for (int c = 1; c <= top; ++c) {
-          sums[group_of[k]].prefix[c] += times[k].prefix[c];
-          sums[group_of[k]].apart[c] += times[k].apart[c];
+          BranchTimes& g = sums[group_of[k]];
+          g.prefix.forward[c] += times[k].prefix.forward[c], g.prefix.backward[c] += times[k].prefix.backward[c];
+          g.apart.forward[c] += times[k].apart.forward[c], g.apart.backward[c] += times[k].apart.backward[c];
         }
-      const BranchSplit split = best_split(sums, n_, floor);
+      if (least_cost(sums, floor) >= std::min(beat, best.time)) continue;
+      const BranchSplit split = best_split(sums, n_, floor, floor, std::min(beat, best.time));
       if (split.main < 0 || !(split.time < best.time)) continue;
       best = place(b, index, group_of, split, nj);
       best.into_join += identity_into;
     }
     return best;
+  }
+
+  // No split of these groups is faster: each group at its fastest count, forward and backward apart.
+  static double least_cost(const std::vector<BranchTimes>& groups, double floor) {
+    double forward = floor, backward = floor;
+    for (const BranchTimes& g : groups) {
+      double f = kInf, b = kInf;
+      for (const PhaseTimes* t : {&g.prefix, &g.apart})
+        for (size_t c = 1; c < t->forward.size(); ++c) f = std::min(f, t->forward[c]), b = std::min(b, t->backward[c]);
+      forward = std::max(forward, f), backward = std::max(backward, b);
+    }
+    return forward + backward;
   }
 
   // Every way to put k branches into groups, as each branch's group number
@@ -565,7 +629,7 @@ class Program {
   const std::vector<Block>& blocks_;
   const int n_;  // ranks
   const bool layer_time_;
-  const bool at_once_;  // branches may run at once on disjoint ranks
+  const PlannerOptions::Branches branches_;  // in turn only, the cheaper, or at once wherever possible
   std::vector<std::vector<int>> allowed_;
   std::vector<ForkChoice> forks_;
   std::vector<std::vector<std::vector<int>>> chain_args_;
@@ -613,7 +677,7 @@ PlanResult plan_exhaustive(const ModelSpec& spec, const ModelProfile& profile, c
   std::vector<bool> in_branch(L, false);
   for (const Block& b : blocks)
     for (const auto& branch : b.branches)
-      for (int layer : branch) in_branch[layer] = o.branches_at_once;
+      for (int layer : branch) in_branch[layer] = o.branches != PlannerOptions::Branches::in_turn;
   Assignment a{std::vector<int>(L, 1), std::vector<int>(L, 0)};
   PlanResult best;
   best.iteration_s = kInf;

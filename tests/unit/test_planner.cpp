@@ -98,7 +98,7 @@ void expect_exact(const char* text, int ranks, double amp, uint64_t seed,
   ModelSpec spec = parse_model_ini(text, "model.ini");
   ModelProfile profile = fake_profile(spec, seed);
   PlannerOptions o;
-  o.branches_at_once = at_once;
+  o.branches = at_once ? PlannerOptions::Branches::cheaper : PlannerOptions::Branches::in_turn;
   o.ranks = ranks;
   o.global_batch = 16;
   o.amp_limit = amp;
@@ -178,7 +178,8 @@ TEST(Planner, BranchesAtOnceMatchExhaustiveSearchOnFourRanks) {
 // over expensive links stay in turn on every rank: moving their samples
 // costs more than it saves.
 PlanResult plan_three_branches(double fixed_ms, double per_sample_ms, double bandwidth, int ranks,
-                               Simulation* simulated = nullptr) {
+                               Simulation* simulated = nullptr,
+                               PlannerOptions::Branches branches = PlannerOptions::Branches::cheaper) {
   ModelSpec spec = parse_model_ini(kThreeBranches, "model.ini");
   ModelProfile profile = fake_profile(spec, 1);
   for (LayerProfile& lp : profile.layers) {
@@ -194,6 +195,7 @@ PlanResult plan_three_branches(double fixed_ms, double per_sample_ms, double ban
   o.global_batch = 16;
   o.amp_limit = INFINITY;
   o.p2p = o.allreduce = {1e-6, bandwidth};
+  o.branches = branches;
   PlanResult r = plan_model(spec, profile, o);
   if (simulated) *simulated = simulate(spec, profile, r.plan, o.p2p, o.allreduce);
   return r;
@@ -221,51 +223,60 @@ TEST(Planner, ScalingBranchesOverSlowLinksRunInTurn) {
   const PlanResult r = plan_three_branches(0.0, 1.0, 1e6, 4);
   for (const PlannedLayer& l : r.layers) EXPECT_EQ(l.first_rank, 0) << l.name;
   EXPECT_EQ(r.plan.ranks_of("a"), r.plan.ranks_of("trunk"));
+  // Forced at once, the same branches go apart and the step is predicted slower.
+  const PlanResult forced = plan_three_branches(0.0, 1.0, 1e6, 4, nullptr, PlannerOptions::Branches::at_once);
+  EXPECT_TRUE(std::any_of(forced.layers.begin(), forced.layers.end(), [](const PlannedLayer& l) { return l.first_rank > 0; }));
+  EXPECT_GT(forced.iteration_s, r.iteration_s);
 }
 
-// best_split against every split of the ranks, on random branch times.
+// best_split against every split of the ranks, on random forward and
+// backward times: the cost is the slowest forward plus the slowest backward.
 TEST(BranchSplit, MatchesEverySplit) {
   constexpr double inf = INFINITY;
-  for (uint64_t seed = 1; seed <= 40; ++seed) {
-    const int ranks = 2 + static_cast<int>(seed % 4), branches = 2 + static_cast<int>(seed % 2);
-    std::vector<BranchTimes> times(branches);
-    for (int b = 0; b < branches; ++b)
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    const int ranks = 2 + static_cast<int>(seed % 4), groups = 2 + static_cast<int>(seed % 2);
+    std::vector<BranchTimes> times(groups);
+    auto draw = [&](PhaseTimes& t, uint64_t k, double extra) {
       for (int c = 0; c <= ranks; ++c) {
-        const uint64_t k = cpu::mix64(seed * 1000 + b * 100 + c);
-        const bool allowed = c > 0 && cpu::uniform01(k) < 0.85;
-        times[b].prefix.push_back(allowed ? 1 + 9 * cpu::uniform01(k + 1) : inf);
-        times[b].apart.push_back(allowed ? times[b].prefix.back() + 2 * cpu::uniform01(k + 2) : inf);
+        const uint64_t h = cpu::mix64(k * 100 + c);
+        const bool allowed = c > 0 && cpu::uniform01(h) < 0.85;
+        t.forward.push_back(allowed ? 1 + 9 * cpu::uniform01(h + 1) + extra : inf);
+        t.backward.push_back(allowed ? 1 + 9 * cpu::uniform01(h + 2) + extra : inf);
       }
-    const double floor = seed % 3 == 0 ? 5.0 : 0.0;
+    };
+    for (int g = 0; g < groups; ++g) {
+      draw(times[g].prefix, seed * 1000 + g, 0.0);
+      draw(times[g].apart, seed * 1000 + g + 500, 1.0);
+    }
+    const double floor_f = seed % 3 == 0 ? 5.0 : 0.0, floor_b = seed % 5 == 0 ? 4.0 : 0.0;
+    auto cost = [&](const std::vector<int>& counts, int main) {
+      double f = floor_f, b = floor_b;
+      for (int k = 0; k < groups; ++k) {
+        const PhaseTimes& t = k == main ? times[k].prefix : times[k].apart;
+        f = std::max(f, t.forward[counts[k]]), b = std::max(b, t.backward[counts[k]]);
+      }
+      return f + b;
+    };
     double best = inf;
-    std::vector<int> counts(branches, 1);
-    std::function<void(int, int)> visit = [&](int b, int used) {
-      if (b == branches) {
-        for (int main = 0; main < branches; ++main) {
-          double slowest = floor;
-          for (int k = 0; k < branches; ++k)
-            slowest = std::max(slowest, k == main ? times[k].prefix[counts[k]] : times[k].apart[counts[k]]);
-          best = std::min(best, slowest);
-        }
+    std::vector<int> counts(groups, 1);
+    std::function<void(int, int)> visit = [&](int g, int used) {
+      if (g == groups) {
+        for (int main = 0; main < groups; ++main) best = std::min(best, cost(counts, main));
         return;
       }
       for (int c = 1; used + c <= ranks; ++c) {
-        counts[b] = c;
-        visit(b + 1, used + c);
+        counts[g] = c;
+        visit(g + 1, used + c);
       }
     };
     visit(0, 0);
-    const BranchSplit split = best_split(times, ranks, floor);
+    const BranchSplit split = best_split(times, ranks, floor_f, floor_b);
     EXPECT_EQ(split.time, best) << "seed " << seed;
     if (split.time == inf) continue;
     int used = 0;
-    double slowest = floor;
-    for (int k = 0; k < branches; ++k) {
-      used += split.counts[k];
-      slowest = std::max(slowest, k == split.main ? times[k].prefix[split.counts[k]] : times[k].apart[split.counts[k]]);
-    }
+    for (int c : split.counts) used += c;
     EXPECT_LE(used, ranks);
-    EXPECT_EQ(slowest, split.time) << "the counts returned cost what was reported";
+    EXPECT_EQ(cost(split.counts, split.main), split.time) << "the counts returned cost what was reported";
   }
 }
 
