@@ -24,6 +24,8 @@ import statistics
 import subprocess
 import tempfile
 
+from report import write_report
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = f"{ROOT}/jobs/models/inception.ini"
 CORES = os.cpu_count() or 1
@@ -116,10 +118,7 @@ def main():
         for ranks in (2, 3, 4):
             ratios = [measured(rows, ranks, "in-turn") / measured(rows, ranks, other) for rows in rounds]
             lines.append(f"- {ranks} ranks: {statistics.median(ratios):.2f}x ({', '.join(f'{x:.2f}' for x in ratios)})")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    open(a.out + ".md", "w").write(text)
-    json.dump(rounds, open(a.out + ".json", "w"), indent=1)
+    write_report(a.out, lines, rounds)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import statistics
 import subprocess
 import tempfile
 
+from report import write_report
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 BATCH = 16
@@ -70,10 +72,7 @@ def main():
         lines.append(f"| {ranks} | {learners} | {ranks * learners} | {shadow:.0f} | {ssgd:.0f} | {ratio:.2f} |")
         out.append({"ranks": ranks, "learners": learners, "shadow_samples_per_second": shadow,
                     "ssgd_samples_per_second": ssgd, "ratio": ratio, "rounds": runs})
-    text = "\n".join(lines) + "\n"
-    print(text)
-    open(a.out + ".md", "w").write(text)
-    json.dump(out, open(a.out + ".json", "w"), indent=1)
+    write_report(a.out, lines, out)
 
 
 if __name__ == "__main__":

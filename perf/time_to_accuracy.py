@@ -29,9 +29,13 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_mpi_yield_when_idle="1")
-TARGET = 0.89
-BASE = f"""[job]
-model = {ROOT}/jobs/models/lenet5.ini
+MODEL, TARGET = "lenet5", 0.89  # --model, --target
+MODEL_NAMES = {"lenet5": "LeNet-5", "vgg_small": "small VGG"}
+
+
+def base_job():
+    return f"""[job]
+model = {ROOT}/jobs/models/{MODEL}.ini
 seed = 1
 [data]
 source = fashion-mnist
@@ -47,6 +51,8 @@ weight_decay = 0.0001
 [schedule]
 type = cosine
 """
+
+
 SAMPLES, RANKS = 60000, 2
 
 
@@ -68,22 +74,32 @@ def learners(strategy, batch, lr, **extra):
 
 
 # strategy label -> list of settings; batch is per learner except for ssgd (global). ssgd's
-# learning rates centre on 0.02 x sqrt(B / 32) (the square-root rule), with a longer cosine
-# schedule for the larger batches, which need more epochs.
+# learning rates are 0.25, 0.5, 1 and 2 x 0.02 x sqrt(B / 32) (the square-root rule), with a
+# longer cosine schedule for the larger batches, which need more epochs; the learners' grids
+# reach as low (0.005), so that no strategy's best sits on its grid's edge unseen.
 SSGD_BATCHES = (32, 64, 128, 256, 1024)
 LEARNER_BATCHES = (8, 16, 32)
 GRID = {f"ssgd, global batch {b}": [ssgd(b, round(0.02 * (b / 32) ** 0.5 * f, 4), 20 if b >= 512 else 8)
-                                    for f in (0.5, 1, 2)] for b in SSGD_BATCHES}
+                                    for f in (0.25, 0.5, 1, 2)] for b in SSGD_BATCHES}
 GRID.update({
     f"sma, batch {b} per learner, auto-tuned learners": [learners("sma", b, lr, **{"sync.alpha": 0.1})
-                                                          for lr in (0.01, 0.02, 0.05)] for b in LEARNER_BATCHES})
+                                                          for lr in (0.005, 0.01, 0.02, 0.05)] for b in LEARNER_BATCHES})
 GRID.update({
     f"local-sgd, batch {b}, average every 8": [learners("local-sgd", b, lr, **{"sync.local_steps": 8})
-                                               for lr in (0.01, 0.02, 0.05)] for b in LEARNER_BATCHES})
+                                               for lr in (0.005, 0.01, 0.02, 0.05)] for b in LEARNER_BATCHES})
 GRID.update({
-    f"shadow {rule}, batch {b}": [learners("shadow", b, lr, **{"sync.shadow_rule": rule}) for lr in (0.01, 0.02)]
+    f"shadow {rule}, batch {b}": [learners("shadow", b, lr, **{"sync.shadow_rule": rule})
+                                  for lr in (0.005, 0.01, 0.02)]
     for rule in ("average", "elastic", "block-momentum") for b in LEARNER_BATCHES})
 LARGE = "ssgd, global batch 1024"
+# --small-grid (a slower second model): ssgd at three batches and each learner strategy at batch 16, one
+# learning rate each, the centre of the full grid's.
+SMALL_GRID = {f"ssgd, global batch {b}": [ssgd(b, round(0.02 * (b / 32) ** 0.5, 4), 20 if b >= 512 else 8)]
+              for b in (32, 128, 1024)}
+SMALL_GRID.update({
+    "sma, batch 16 per learner, auto-tuned learners": [learners("sma", 16, 0.02, **{"sync.alpha": 0.1})],
+    "local-sgd, batch 16, average every 8": [learners("local-sgd", 16, 0.02, **{"sync.local_steps": 8})],
+    "shadow average, batch 16": [learners("shadow", 16, 0.02, **{"sync.shadow_rule": "average"})]})
 
 
 def run(build, tmp, settings, log):
@@ -92,7 +108,7 @@ def run(build, tmp, settings, log):
     if settings["sync.strategy"] != "ssgd" and "train.batch_size" in settings:  # results written before the key
         settings["train.learner_batch_size"] = settings.pop("train.batch_size")
     job = os.path.join(tmp, "job.ini")
-    open(job, "w").write(BASE)
+    open(job, "w").write(base_job())
     metrics = os.path.join(tmp, "m.json")
     cmd = ["mpirun", "-np", "2", f"{build}/burstpool", "train", job, "--metrics", metrics, "--set", f"output.log={log}"]
     for k, v in settings.items():
@@ -107,17 +123,22 @@ def run(build, tmp, settings, log):
 
 
 def main():
+    global MODEL, TARGET
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "time_to_accuracy"))
     ap.add_argument("--plot-best", action="store_true")
+    ap.add_argument("--model", default=MODEL, choices=sorted(MODEL_NAMES))
+    ap.add_argument("--target", type=float, default=TARGET)
+    ap.add_argument("--small-grid", action="store_true", help="one learning rate per setting, fewer batches")
     args = ap.parse_args()
+    MODEL, TARGET = args.model, args.target
     tmp = tempfile.mkdtemp()
     if args.plot_best:
         plot_best(args, tmp)
         return
     results = {}
-    for label, grid in GRID.items():
+    for label, grid in (SMALL_GRID if args.small_grid else GRID).items():
         results[label] = []
         for number, settings in enumerate(grid):
             r = run(args.build, tmp, settings, os.path.join(tmp, f"{len(results)}-{number}.jsonl"))
@@ -131,7 +152,7 @@ def main():
     for runs in results.values():
         for r in runs:
             r["log"] = os.path.basename(r["log"])
-    json.dump({"target": TARGET, "runs": results}, open(args.out + ".json", "w"), indent=1)
+    json.dump({"model": MODEL, "target": TARGET, "runs": results}, open(args.out + ".json", "w"), indent=1)
     print(text)
     plot(families(best), tmp, args.out + ".png")
     shutil.rmtree(tmp)
@@ -156,8 +177,9 @@ def table(best):
     ssgd_best = min((r for label, r in reached.items() if label.startswith("ssgd")),
                     key=lambda r: r["time_to_target_seconds"], default=None)
     large = reached.get(LARGE)
-    lines = [f"# Time to {TARGET} test accuracy, LeNet-5 on Fashion-MNIST, {RANKS} ranks x 1 thread", "",
-             "Command: `python3 perf/time_to_accuracy.py`. One run per setting; per strategy and batch the best "
+    command = "python3 perf/time_to_accuracy.py" + ("" if MODEL == "lenet5" else f" --model {MODEL} --target {TARGET}")
+    lines = [f"# Time to {TARGET} test accuracy, {MODEL_NAMES[MODEL]} on Fashion-MNIST, {RANKS} ranks x 1 thread", "",
+             f"Command: `{command}` (`--small-grid` where the table has one setting per batch). One run per setting; per strategy and batch the best "
              "of its learning-rate grid (every run in the JSON). Training seconds exclude evaluations (every "
              "quarter epoch); wall seconds include loading and evaluations. Speed-ups are in training seconds, "
              "against the best ssgd setting of the whole grid and against large-batch ssgd.", "",
