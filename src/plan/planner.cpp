@@ -7,67 +7,13 @@
 #include <map>
 
 #include "burstpool/error.hpp"
-#include "plan/branch_split.hpp"
+#include "plan/at_once.hpp"
+#include "plan/blocks.hpp"
 
 namespace burstpool {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// The model as the planner walks it: chains, and fork/join blocks whose
-// branches are chains (possibly empty).
-struct Block {
-  std::vector<int> chain;                     // layers run one after another (chain block)
-  int fork = -1, join = -1;                   // fork/join block
-  std::vector<std::vector<int>> branches;     // layers of each branch, fork excluded, join excluded
-};
-
-std::vector<Block> decompose(const CostModel& cm, const std::string& source) {
-  const int L = cm.layers();
-  std::vector<std::vector<int>> consumers(L);
-  for (int i = 0; i < L; ++i)
-    for (int p : cm.inputs()[i]) consumers[p].push_back(i);
-  std::vector<Block> blocks;
-  int c = 0;  // the input layer comes first in topological order
-  BP_CHECK(cm.inputs()[0].empty(), "first layer is not the input");
-  Block chain;
-  chain.chain.push_back(0);
-  auto unsupported = [&](int at) {
-    return Error(fmt::format("{}: the planner handles chains and single-level fork/join blocks; the structure at layer "
-                             "'{}' is neither",
-                             source, cm.names()[at]));
-  };
-  while (!consumers[c].empty()) {
-    if (consumers[c].size() == 1 && cm.inputs()[consumers[c][0]].size() == 1) {
-      c = consumers[c][0];
-      chain.chain.push_back(c);
-      continue;
-    }
-    if (consumers[c].size() == 1) throw unsupported(consumers[c][0]);
-    blocks.push_back(chain);
-    chain = Block();
-    Block fj;
-    fj.fork = c;
-    for (int first : consumers[c]) {
-      std::vector<int> branch;
-      int n = first;
-      while (cm.inputs()[n].size() == 1 && consumers[n].size() == 1) {
-        branch.push_back(n);
-        n = consumers[n][0];
-      }
-      if (cm.inputs()[n].size() < 2) throw unsupported(n);
-      if (fj.join < 0) fj.join = n;
-      if (fj.join != n) throw unsupported(n);
-      fj.branches.push_back(branch);
-    }
-    if (cm.inputs()[fj.join].size() != fj.branches.size()) throw unsupported(fj.join);
-    blocks.push_back(fj);
-    c = fj.join;
-    chain.chain.push_back(c);
-  }
-  blocks.push_back(chain);
-  return blocks;
-}
 
 }  // namespace
 
@@ -183,11 +129,29 @@ bool in_space(const std::vector<Block>& blocks, const Assignment& a) {
   return true;
 }
 
+// The plan file's form of an assignment, in the model file's layer order.
+Plan plan_of(const CostModel& cm, const Assignment& a, const ModelSpec& spec, const PlannerOptions& o) {
+  Plan plan;
+  plan.global_batch = o.global_batch;
+  plan.ranks = o.ranks;
+  plan.source = "planner";
+  for (const LayerSpec& l : spec.layers) {
+    int pos = 0;
+    while (cm.names()[pos] != l.name) ++pos;
+    RankSet set(a.n[pos]);
+    for (int k = 0; k < a.n[pos]; ++k) set[k] = a.first[pos] + k;
+    plan.layer_names.push_back(l.name);
+    plan.layer_ranks.push_back(set);
+  }
+  return plan;
+}
+
 // Assignment -> predicted iteration time, walking the same blocks. A block
-// in turn adds its branches' times; a block at once costs its slowest rank
-// range: the branches there one after another, each with its transfers in
-// and out (an identity branch runs beside them as its transfer from the fork
-// to the join). `a` must be in_space().
+// in turn adds its branches' times; a block at once costs the slowest
+// forward plus the slowest backward of its rank ranges (the branches of a
+// range one after another, each with its transfers in and out, half in each
+// phase; an identity branch runs beside them as its fork-to-join transfer).
+// `a` must be in_space().
 PlanResult evaluate(const CostModel& cm, const std::vector<Block>& blocks, const Assignment& a, const ModelSpec& spec,
                     const PlannerOptions& o) {
   PlanResult r;
@@ -259,17 +223,7 @@ PlanResult evaluate(const CostModel& cm, const std::vector<Block>& blocks, const
     prev = -1;  // the join starts the next chain block; its step counts into_join
   }
   r.iteration_s = t;
-  r.plan.global_batch = o.global_batch;
-  r.plan.ranks = o.ranks;
-  r.plan.source = "planner";
-  for (const LayerSpec& l : spec.layers) {
-    int pos = 0;
-    while (cm.names()[pos] != l.name) ++pos;
-    RankSet set(n[pos]);
-    for (int k = 0; k < n[pos]; ++k) set[k] = a.first[pos] + k;
-    r.plan.layer_names.push_back(l.name);
-    r.plan.layer_ranks.push_back(set);
-  }
+  r.plan = plan_of(cm, a, spec, o);
   return r;
 }
 
@@ -361,12 +315,6 @@ class Program {
   }
 
  private:
-  // A block's branches at once: per branch its count and first rank (empty: in turn).
-  struct Placement {
-    double time = kInf;  // the slowest group's, with what runs beside
-    std::vector<int> count, first;
-    double into_join = 0;
-  };
   // Per fork block: the best fork state for each join state, and per branch
   // the chosen end state and the chain arguments for each fork state.
   struct ForkChoice {
@@ -445,14 +393,7 @@ class Program {
     std::vector<double> next(n_ + 1, kInf);
     fc.fork_state.assign(n_ + 1, 0);
     fc.at_once.assign(n_ + 1, Placement{});
-    const std::vector<PhaseTimes> bodies = branch_bodies(b);
-    const double bound = lower_bound(b, bodies);
-    const long nonempty = std::count_if(b.branches.begin(), b.branches.end(), [](const auto& br) { return !br.empty(); });
-    const std::vector<std::vector<int>> ways = groupings(static_cast<int>(nonempty));
-    int top = 0;  // the largest count any branch may take (at most the global batch)
-    for (const PhaseTimes& body : bodies)
-      for (int c = 1; c <= n_; ++c)
-        if (body.forward[c] < kInf) top = std::max(top, c);
+    const BlockAtOnce at_once(cm_, b, n_, layer_time_);
     const std::vector<int> forks_reached = reachable(t);
     const bool forced = branches_ == PlannerOptions::Branches::at_once;
     std::vector<double> once_cost(n_ + 1, kInf);  // per join state: the best at once, and its fork state
@@ -472,8 +413,8 @@ class Program {
         if (branches_ == PlannerOptions::Branches::in_turn) continue;
         // At once costs at least its slowest branch's layers: skip what cannot win.
         const double to_beat = forced ? once_cost[nj] : std::min(next[nj], once_cost[nj]);
-        if (t[nf] + bound + own >= to_beat) continue;
-        Placement once = at_once(b, bodies, ways, top, nf, nj, to_beat - t[nf] - own);
+        if (t[nf] + at_once.lower_bound() + own >= to_beat) continue;
+        Placement once = at_once.best(nf, nj, to_beat - t[nf] - own);
         if (once.count.empty() || (layer_time_ && !cm_.allowed(b.join, nj, once.into_join))) continue;
         const double v = t[nf] + once.time + own;
         if (v < once_cost[nj]) once_cost[nj] = v, once_fork[nj] = nf, fc.at_once[nj] = std::move(once);
@@ -485,144 +426,6 @@ class Program {
         fc.at_once[nj] = Placement{};
     }
     return next;
-  }
-
-  // Each branch's own forward and backward time (G split into its phases,
-  // Sync with the backward) with every layer on c ranks, for each c every
-  // layer allows; infinite elsewhere, and for an empty branch.
-  std::vector<PhaseTimes> branch_bodies(const Block& b) const {
-    std::vector<PhaseTimes> bodies;
-    for (const auto& branch : b.branches) {
-      PhaseTimes body{std::vector<double>(n_ + 1, kInf), std::vector<double>(n_ + 1, kInf)};
-      for (int c = 1; c <= n_ && !branch.empty(); ++c) {
-        double forward = 0, backward = 0;
-        for (int layer : branch) {
-          const bool ok = cm_.allowed(layer, c);
-          forward += ok ? cm_.forward(layer, c) : kInf;
-          backward += ok ? cm_.backward(layer, c) + cm_.sync(layer, c) : kInf;
-        }
-        body.forward[c] = forward, body.backward[c] = backward;
-      }
-      bodies.push_back(body);
-    }
-    return bodies;
-  }
-
-  // No block at once is faster than its slowest branch's layers on their best
-  // counts, forward and backward.
-  static double lower_bound(const Block& b, const std::vector<PhaseTimes>& bodies) {
-    double forward = 0, backward = 0;
-    for (size_t br = 0; br < b.branches.size(); ++br)
-      if (!b.branches[br].empty()) {
-        forward = std::max(forward, *std::min_element(bodies[br].forward.begin(), bodies[br].forward.end()));
-        backward = std::max(backward, *std::min_element(bodies[br].backward.begin(), bodies[br].backward.end()));
-      }
-    return forward + backward;
-  }
-
-  // The branches of `b` at once, from fork state nf to join state nj: over
-  // every way of grouping the branches (a group runs in turn on one range),
-  // the best split of the ranks among the groups (each branch's forward and
-  // backward: its layers, and half of each of its transfers in and out); the
-  // join's incoming transfers under it. count is empty where fewer than two
-  // groups can be made or no split fits.
-  // Only placements cheaper than `beat` are looked for.
-  Placement at_once(const Block& b, const std::vector<PhaseTimes>& bodies, const std::vector<std::vector<int>>& ways,
-                    int top, int nf, int nj, double beat) const {
-    double floor = 0, identity_into = 0;  // an identity branch's transfer, half in each phase
-    std::vector<BranchTimes> times;       // per non-empty branch
-    std::vector<size_t> index;            // its branch
-    for (size_t br = 0; br < b.branches.size(); ++br) {
-      const auto& branch = b.branches[br];
-      if (branch.empty()) {
-        const double x = cm_.transfer(b.fork, nf, nj);
-        floor = std::max(floor, x / 2), identity_into += x;
-        continue;
-      }
-      auto none = [&] { return PhaseTimes{std::vector<double>(top + 1, kInf), std::vector<double>(top + 1, kInf)}; };
-      BranchTimes bt{none(), none()};
-      for (int c = 1; c <= top; ++c) {
-        if (bodies[br].forward[c] == kInf) continue;
-        const double in_p = cm_.transfer(b.fork, nf, c), in_a = cm_.transfer_apart(b.fork, nf, c);
-        const double out_p = cm_.transfer(branch.back(), c, nj), out_a = cm_.transfer_apart(branch.back(), c, nj);
-        if (!layer_time_ || cm_.allowed(branch.front(), c, in_p)) {
-          bt.prefix.forward[c] = (in_p + out_p) / 2 + bodies[br].forward[c];
-          bt.prefix.backward[c] = (in_p + out_p) / 2 + bodies[br].backward[c];
-        }
-        if (!layer_time_ || cm_.allowed(branch.front(), c, in_a)) {
-          bt.apart.forward[c] = (in_a + out_a) / 2 + bodies[br].forward[c];
-          bt.apart.backward[c] = (in_a + out_a) / 2 + bodies[br].backward[c];
-        }
-      }
-      times.push_back(std::move(bt));
-      index.push_back(br);
-    }
-    Placement best;
-    for (const std::vector<int>& group_of : ways) {
-      const int groups = *std::max_element(group_of.begin(), group_of.end()) + 1;
-      if (groups < 2) continue;
-      auto zero = [&] { return PhaseTimes{std::vector<double>(top + 1, 0.0), std::vector<double>(top + 1, 0.0)}; };
-      std::vector<BranchTimes> sums(groups, BranchTimes{zero(), zero()});
-      for (size_t k = 0; k < index.size(); ++k)
-        for (int c = 1; c <= top; ++c) {
-          BranchTimes& g = sums[group_of[k]];
-          g.prefix.forward[c] += times[k].prefix.forward[c], g.prefix.backward[c] += times[k].prefix.backward[c];
-          g.apart.forward[c] += times[k].apart.forward[c], g.apart.backward[c] += times[k].apart.backward[c];
-        }
-      if (least_cost(sums, floor) >= std::min(beat, best.time)) continue;
-      const BranchSplit split = best_split(sums, n_, floor, floor, std::min(beat, best.time));
-      if (split.main < 0 || !(split.time < best.time)) continue;
-      best = place(b, index, group_of, split, nj);
-      best.into_join += identity_into;
-    }
-    return best;
-  }
-
-  // No split of these groups is faster: each group at its fastest count, forward and backward apart.
-  static double least_cost(const std::vector<BranchTimes>& groups, double floor) {
-    double forward = floor, backward = floor;
-    for (const BranchTimes& g : groups) {
-      double f = kInf, b = kInf;
-      for (const PhaseTimes* t : {&g.prefix, &g.apart})
-        for (size_t c = 1; c < t->forward.size(); ++c) f = std::min(f, t->forward[c]), b = std::min(b, t->backward[c]);
-      forward = std::max(forward, f), backward = std::max(backward, b);
-    }
-    return forward + backward;
-  }
-
-  // Every way to put k branches into groups, as each branch's group number
-  // (the first branch of each group numbered in order of appearance).
-  static std::vector<std::vector<int>> groupings(int k) {
-    std::vector<std::vector<int>> all;
-    std::vector<int> g(k, 0);
-    std::function<void(int, int)> grow = [&](int i, int used) {
-      if (i == k) return all.push_back(g);
-      for (int v = 0; v <= used && v < k; ++v) {
-        g[i] = v;
-        grow(i + 1, std::max(used, v + 1));
-      }
-    };
-    if (k > 0) grow(0, 0);
-    return all;
-  }
-
-  // Ranks for a split of groups: the main group on the prefix, the others
-  // after it in group order; each branch takes its group's range.
-  Placement place(const Block& b, const std::vector<size_t>& index, const std::vector<int>& group_of,
-                  const BranchSplit& split, int nj) const {
-    Placement p;
-    p.time = split.time;
-    p.count.assign(b.branches.size(), 0);
-    p.first.assign(b.branches.size(), 0);
-    std::vector<int> first(split.counts.size(), 0);
-    for (int g = 0, next = split.counts[split.main]; g < static_cast<int>(split.counts.size()); ++g)
-      if (g != split.main) first[g] = next, next += split.counts[g];
-    for (size_t k = 0; k < index.size(); ++k) {
-      const int g = group_of[k], c = split.counts[g], last = b.branches[index[k]].back();
-      p.count[index[k]] = c, p.first[index[k]] = first[g];
-      p.into_join += g == split.main ? cm_.transfer(last, c, nj) : cm_.transfer_apart(last, c, nj);
-    }
-    return p;
   }
 
   const CostModel& cm_;
