@@ -51,13 +51,16 @@ void MpiSliceMover::wait(Batch& batch, WaitSite* site) {
 void MpiSliceMover::finish(WaitSite* site) { wait(queued_, site); }
 
 // A received piece's temporary moves with its vector, so its address stays valid.
+// An empty batch is not kept: most layers move nothing, every step.
 size_t MpiSliceMover::park() {
+  if (queued_.requests.empty() && queued_.keeps.empty()) return kNothing;
   parked_.emplace(next_batch_, std::move(queued_));
   queued_ = Batch();
   return next_batch_++;
 }
 
 void MpiSliceMover::complete(size_t batch, WaitSite* site) {
+  if (batch == kNothing) return;
   auto it = parked_.find(batch);
   BP_CHECK(it != parked_.end(), "slice mover: no batch {} in flight", batch);
   wait(it->second, site);

@@ -78,6 +78,7 @@ class MpiSliceMover final : public SliceMover {
     std::vector<std::pair<float*, std::vector<float>>> to_add;  // destination, received piece
   };
   void wait(Batch& batch, WaitSite* site);
+  static constexpr size_t kNothing = static_cast<size_t>(-1);  // park() of an empty queue
   MPI_Comm world_;
   Batch queued_;                   // since the last finish or park
   std::map<size_t, Batch> parked_;  // in flight, by handle
