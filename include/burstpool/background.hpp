@@ -149,16 +149,12 @@ class BackgroundJob {
   double seconds_per_step_alone() const { return alone_step_seconds_; }
 
  private:
-  struct Diverged : Error {
-    using Error::Error;
-  };
   class Steps;  // its steps for the run loop (background.cpp)
   void calibrate_steps(int steps);
   void run_thread();
-  // One step; false when the ranks agree to stop (its update is then
-  // dropped). Notes in checkpoint_due_ whether the step's agreement asked
-  // for a checkpoint.
-  bool run_step(bool stop_wanted);
+  // The end of a step the ranks agreed to keep: the update, and the loss
+  // (summed over the ranks) for the report. t0: when the step began.
+  void apply_step(double loss, std::chrono::steady_clock::time_point t0);
   void save_checkpoint();           // the job's [output] checkpoint, by rank 0 alone
   void save_final_checkpoint();     // at stop(), unless the job failed; errors become a warning
 
@@ -177,15 +173,8 @@ class BackgroundJob {
   int64_t shared_first_step_ = 0;
   double alone_step_seconds_ = 0;
   std::chrono::steady_clock::time_point shared_start_;
-  // The per-step agreement's buffer: stop wanted, loss not finite, loss,
-  // checkpoint due by time on rank 0.
-  double agree_[4] = {0, 0, 0, 0};
-  int rank_ = 0;  // in comm_
   int64_t saved_step_ = 0;  // of the last checkpoint written (0: none; a resumed job's is on disk)
-  std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
-  bool checkpoint_due_ = false;  // by the last step's agreement, or checkpoint_every
-  int fail_rank_ = -1;  // test hook BURSTPOOL_TEST_BACKGROUND_FAIL=rank:step
-  int64_t fail_step_ = -1;
+  std::unique_ptr<Steps> steps_;  // made last: it reads the job and comm_
 };
 
 }  // namespace burstpool

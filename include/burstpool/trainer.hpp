@@ -122,11 +122,6 @@ void restore_run_history(TrainResult& r, const std::string& history);
 // Both trainers' progress lines: "12m05s", "3h07m", or "?" when unknown.
 std::string eta(double seconds);
 
-// Both trainers: whether to checkpoint after `step` (0-based), by
-// [output] checkpoint_every, or by checkpoint_seconds since `last` as rank 0
-// sees it (broadcast, so every rank joins the collective checkpoint).
-bool checkpoint_due(const JobConfig& job, int64_t step, std::chrono::steady_clock::time_point last);
-
 // Every trainer on --resume (collective over `comm`): rank 0 of comm picks
 // the newest checkpoint at the job's path that `validate` accepts
 // (newest_checkpoint) and warns of refused ones; every rank gets its choice.

@@ -28,25 +28,41 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-// The background's steps for the run loop, up to `until` steps: no progress
-// lines or evaluations (the foreground reports it), checkpoints when the
-// step's own agreement says so (rank 0's clock, agreed on the background's
-// communicator, so the loop starts no collective of its own here) or every
-// checkpoint_every steps. A checkpoint falling due on the last step of a
-// piece (the calibration's) is taken by the next step's agreement when it is
-// by time.
+// The background's steps for the run loop, up to `until` steps (the loop
+// runs them in pieces: calibration, then the thread): no progress lines or
+// evaluations (the foreground reports it). Its agreement, on the
+// background's communicator, overlaps its backward pass; the thread starts
+// no other collective. A step whose agreement says stop (the foreground
+// asked) drops its update.
 class BackgroundJob::Steps final : public RunSteps {
  public:
-  Steps(BackgroundJob& b, int64_t until) : RunSteps(b.session_->job()), b_(b), until_(until) {}
-  bool finished() const override { return b_.step_.load() >= std::min(until_, b_.session_->total_steps()); }
-  int step() override { return b_.run_step(b_.stop_.load()) ? 0 : 1; }
+  explicit Steps(BackgroundJob& b) : RunSteps(b.session_->job(), b.comm_, "background training"), b_(b) {
+    inject_failure_from_env(*this, "BURSTPOOL_TEST_BACKGROUND_FAIL");
+  }
+  void run_until(int64_t steps) {
+    until_ = steps;
+    if (run_loop(*this).stop) stopped_ = true;
+  }
+  bool stopped() const { return stopped_; }
+
+  bool finished() const override { return stopped_ || b_.step_.load() >= std::min(until_, b_.session_->total_steps()); }
   int64_t steps_done() const override { return b_.step_.load(); }
-  bool checkpoint_due(Clock::time_point) const override { return b_.checkpoint_due_; }
+  double step_begin() override {
+    t0_ = Clock::now();
+    return b_.session_->forward(b_.step_.load());
+  }
+  void step_middle() override { b_.session_->backward(); }
+  void step_end(const Agreement& agreed) override {
+    if (!agreed.stop) b_.apply_step(agreed.loss_sum, t0_);
+  }
+  int stop_wish() const override { return b_.stop_.load() ? kStopRequested : 0; }
   void checkpoint() override { b_.save_checkpoint(); }
 
  private:
   BackgroundJob& b_;
-  const int64_t until_;
+  int64_t until_ = 0;
+  bool stopped_ = false;
+  Clock::time_point t0_;
 };
 
 bool ForegroundGate::open() const {
@@ -128,7 +144,6 @@ BackgroundJob::BackgroundJob(const JobConfig& background, MPI_Comm world, Foregr
   const ModelSpec spec = load_job_model(job);
   session_ = std::make_unique<TrainingSession>(job, spec, job_data_parallel_plan(job, spec, size), comm_);
   use_job_device(job, session_->exec(), true, how.pieces_in_flight);  // the least urgent streams; gradients by MPI
-  MPI_Comm_rank(comm_, &rank_);
   // With replicas of their own, only rank 0's is checkpointed: it resumes,
   // the others start theirs again.
   if (job.resume && !job.checkpoint_path.empty() && (!own_replica || writer_))
@@ -146,10 +161,7 @@ BackgroundJob::BackgroundJob(const JobConfig& background, MPI_Comm world, Foregr
   });
   report_.job = job.name;
   report_.model = spec.name;
-  if (const char* hook = std::getenv("BURSTPOOL_TEST_BACKGROUND_FAIL")) {
-    long long step = -1;
-    if (std::sscanf(hook, "%d:%lld", &fail_rank_, &step) == 2) fail_step_ = step;
-  }
+  steps_ = std::make_unique<Steps>(*this);
 }
 
 BackgroundJob::~BackgroundJob() {
@@ -161,46 +173,21 @@ BackgroundJob::~BackgroundJob() {
   if (comm_ != MPI_COMM_NULL && !finalized && !cancel_.load()) MPI_Comm_free(&comm_);
 }
 
-// One step. The ranks agree whether to go on (nobody wants to stop, the loss
-// is finite) in a small reduction started after forward and awaited after
-// backward, so it adds no wait of its own. Returns false when they agree to
-// stop; the step's update is then dropped.
-bool BackgroundJob::run_step(bool stop_wanted) {
-  TrainingSession& s = *session_;
+void BackgroundJob::apply_step(double loss, Clock::time_point t0) {
   const int64_t step = step_.load();
-  const auto t0 = std::chrono::steady_clock::now();
-  const double loss = s.forward(step);
-  // A member, not a local: if this step throws, the reduction may still write into it later.
-  double* agree = agree_;
-  agree[0] = stop_wanted ? 1.0 : 0.0;
-  agree[1] = std::isfinite(loss) ? 0.0 : 1.0;
-  agree[2] = std::isfinite(loss) ? loss : 0.0;
-  const JobConfig& job = session_->job();
-  agree[3] = rank_ == 0 && job.checkpoint_seconds > 0 && seconds_since(last_checkpoint_) >= job.checkpoint_seconds;
-  MPI_Request request;
-  BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, agree, 4, MPI_DOUBLE, MPI_SUM, comm_, &request));
-  if (step == fail_step_ && world().rank == fail_rank_)
-    throw Error(fmt::format("test failure injected at background step {} (BURSTPOOL_TEST_BACKGROUND_FAIL)", step));
-  s.backward();
-  wait_all(1, &request);
-  if (agree[1] > 0) throw Diverged(fmt::format("background training loss became non-finite at step {}", step));
-  if (agree[0] > 0) return false;
-  s.apply(step);
+  session_->apply(step);
   // Its gate pieces interleave with the foreground's layers: one event per step.
   tracer().span(Track::background, fmt::format("background step {}", step), t0, false);
-  if (std::isnan(report_.first_loss)) report_.first_loss = agree[2];
-  report_.last_loss = agree[2];
-  last_loss_.store(agree[2]);
+  if (std::isnan(report_.first_loss)) report_.first_loss = loss;
+  report_.last_loss = loss;
+  last_loss_.store(loss);
   step_.store(step + 1);
-  checkpoint_due_ = agree[3] > 0 || (job.checkpoint_every > 0 && (step + 1) % job.checkpoint_every == 0);
-  return true;
 }
 
 // Data parallel: rank 0 holds every layer and writes alone, so the thread
 // starts no collective for it (a peer's failure cannot hang it here).
 void BackgroundJob::save_checkpoint() {
   const JobConfig& job = session_->job();
-  last_checkpoint_ = Clock::now();
   if (job.checkpoint_path.empty() || !writer_) return;
   saved_step_ = step_.load();
   if (DeviceModel* device = session_->exec().accelerator()) device->to_host(session_->sgd().velocity().data());
@@ -231,12 +218,11 @@ void BackgroundJob::calibrate(int steps) {
 void BackgroundJob::calibrate_steps(int steps) {
   // The first step pays for first-touch allocation and is not timed.
   if (steps < 2) return;
-  Steps untimed(*this, step_.load() + 1);
-  if (run_loop(untimed).stop_signal || step_.load() >= session_->total_steps()) return;
+  steps_->run_until(step_.load() + 1);
+  if (steps_->stopped() || step_.load() >= session_->total_steps()) return;
   const int64_t first = step_.load();
   const auto t0 = Clock::now();
-  Steps timed(*this, first + steps - 1);
-  run_loop(timed);
+  steps_->run_until(first + steps - 1);
   const int64_t done = step_.load() - first;
   if (done > 0) alone_step_seconds_ = seconds_since(t0) / static_cast<double>(done);
   report_.alone_samples_per_second =
@@ -256,8 +242,7 @@ void BackgroundJob::run_thread() {
   omp_set_num_threads(1);  // this thread's OpenMP teams only; the foreground keeps its own
   set_wait_cancel_flag(&cancel_);
   try {
-    Steps steps(*this, session_->total_steps());
-    run_loop(steps);
+    steps_->run_until(session_->total_steps());
   } catch (const WaitCancelled&) {
     report_.failed = true;
     report_.error = "stopped waiting for the background job on the other ranks (did it fail there?)";

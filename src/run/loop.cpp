@@ -1,30 +1,125 @@
 #include "burstpool/loop.hpp"
 
+#include <signal.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "comm/wait.hpp"
 #include "burstpool/job.hpp"
-#include "burstpool/trainer.hpp"
+#include "burstpool/runtime.hpp"
+#include "burstpool/stop.hpp"
 
 namespace burstpool {
+namespace {
 
-bool RunSteps::checkpoint_due(std::chrono::steady_clock::time_point since) const {
-  return burstpool::checkpoint_due(job_, steps_done() - 1, since);
+using Clock = std::chrono::steady_clock;
+
+// Which of the agreement's stop counts a wish adds to: SIGTERM, SIGUSR1,
+// another signal, a run's request. The first one counted wins, so the
+// agreed stop is the largest signal (SIGTERM over SIGUSR1), as one MPI_MAX
+// would give, in the one summing reduction that also carries the loss.
+int stop_field(int wish) {
+  if (wish == SIGTERM) return 0;
+  if (wish == SIGUSR1) return 1;
+  return wish > 0 ? 2 : 3;
 }
 
-LoopEnd run_loop(RunSteps& run) {
-  using Clock = std::chrono::steady_clock;
+int agreed_stop(const double* sums) {
+  if (sums[0] > 0) return SIGTERM;
+  if (sums[1] > 0) return SIGUSR1;
+  if (sums[2] > 0) return SIGHUP;  // only SIGTERM and SIGUSR1 are handled (stop.hpp); any other, named as "another"
+  return sums[3] > 0 ? kStopRequested : 0;
+}
+
+[[noreturn]] void throw_diverged(const RunSteps& run, double loss, int64_t step, bool first) {
+  if (first)
+    throw Diverged(fmt::format("{} loss is {} at the first {} {}: the model's weights or the data hold non-finite "
+                               "values, or the input is out of range",
+                               run.what(), loss, run.unit(), step));
+  throw Diverged(fmt::format("{} loss became non-finite ({}) at {} {} (try a lower [optimizer] lr)", run.what(), loss,
+                             run.unit(), step));
+}
+
+bool checkpoint_late(const RunSteps& run, Clock::time_point last_checkpoint) {
   const JobConfig& job = run.job_config();
+  if (job.checkpoint_path.empty() || job.checkpoint_seconds <= 0) return false;
+  int rank = 0;
+  MPI_Comm_rank(run.comm(), &rank);
+  return rank == 0 && seconds_since(last_checkpoint) >= job.checkpoint_seconds;
+}
+
+bool checkpoint_due(const RunSteps& run, const Agreement& agreed) {
+  const JobConfig& job = run.job_config();
+  if (job.checkpoint_path.empty()) return false;
+  return agreed.checkpoint_late || (job.checkpoint_every > 0 && run.steps_done() % job.checkpoint_every == 0);
+}
+
+// One step and its agreement.
+Agreement agreed_step(RunSteps& run, StepAgreement& agreement, Clock::time_point last_checkpoint) {
+  const int64_t step = run.steps_done();
+  const double loss = run.step_begin();
+  agreement.start(run.stop_wish(), loss, checkpoint_late(run, last_checkpoint));
+  if (step == run.fail_step() && world().rank == run.fail_rank())
+    throw Error(fmt::format("test failure injected at {} {} {}", run.what(), run.unit(), step));
+  run.step_middle();
+  const Agreement agreed = agreement.finish();
+  if (agreed.non_finite) throw_diverged(run, agreed.loss_sum, step, step == run.first_step());
+  run.step_end(agreed);
+  return agreed;
+}
+
+}  // namespace
+
+StepAgreement::~StepAgreement() {
+  // Left by an exception with the reduction pending: the run is ending with
+  // an error (and other ranks may never join), so neither wait for it nor
+  // free what it may still write into.
+  if (request_ != MPI_REQUEST_NULL) (void)sums_.release();
+}
+
+void StepAgreement::start(int stop_wish, double loss, bool late) {
+  double* s = sums_.get();
+  for (int i = 0; i <= kFields; ++i) s[i] = 0;
+  if (stop_wish != 0) s[stop_field(stop_wish)] = 1;
+  s[4] = std::isfinite(loss) ? 0 : 1;
+  s[5] = late ? 1 : 0;
+  s[6] = loss;
+  BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, s, kFields + 1, MPI_DOUBLE, MPI_SUM, comm_, &request_));
+}
+
+Agreement StepAgreement::finish() {
+  BP_CHECK(request_ != MPI_REQUEST_NULL, "StepAgreement::finish without start");
+  wait_all(1, &request_);
+  const double* s = sums_.get();
+  Agreement a;
+  a.stop = agreed_stop(s);
+  a.non_finite = s[4] > 0;
+  a.checkpoint_late = s[5] > 0;
+  a.loss_sum = s[6];
+  return a;
+}
+
+int RunSteps::stop_wish() const { return stop_signal(); }
+
+LoopEnd run_loop(RunSteps& run) {
+  const JobConfig& job = run.job_config();
+  StepAgreement agreement(run.comm());
   LoopEnd end;
   Clock::time_point last_checkpoint = Clock::now();
+  if (run.first_step_ < 0) run.first_step_ = run.steps_done();
   while (!run.finished()) {
-    const int stop = run.step();
+    const Agreement agreed = agreed_step(run, agreement, last_checkpoint);
     const int64_t done = run.steps_done();
     const bool last = run.finished();
-    if (!last && !stop && run.checkpoint_due(last_checkpoint)) {
+    if (!last && !agreed.stop && checkpoint_due(run, agreed)) {
       run.checkpoint();
       last_checkpoint = Clock::now();
     }
-    if (done % job.log_every == 0 || last || stop) run.progress();
-    if (stop) {  // the run's final checkpoint and metrics follow, no evaluation: the scheduler's kill may be near
-      end.stop_signal = stop;
+    if (done % job.log_every == 0 || last || agreed.stop) run.progress();
+    if (agreed.stop) {  // the run's final checkpoint and metrics follow, no evaluation: the scheduler's kill may be near
+      end.stop = agreed.stop;
       break;
     }
     if (run.evaluate(last)) {
@@ -33,6 +128,13 @@ LoopEnd run_loop(RunSteps& run) {
     }
   }
   return end;
+}
+
+void inject_failure_from_env(RunSteps& run, const char* name) {
+  const char* hook = std::getenv(name);
+  int rank = -1;
+  long long step = -1;
+  if (hook && std::sscanf(hook, "%d:%lld", &rank, &step) == 2) run.inject_failure(rank, step);
 }
 
 }  // namespace burstpool

@@ -93,8 +93,10 @@ class PlanRun final : public RunSteps {
   TrainResult run();
 
   bool finished() const override { return step_ >= total_; }
-  int step() override;
   int64_t steps_done() const override { return step_; }
+  double step_begin() override;  // forward
+  void step_middle() override { session_.update(step_); }
+  void step_end(const Agreement& agreed) override;
   void checkpoint() override;
   void progress() override { log_progress(step_ - 1); }
   bool evaluate(bool last) override;
@@ -105,7 +107,6 @@ class PlanRun final : public RunSteps {
   void resume();
   void print_banner();
   void start_background();
-  double train_step(int64_t step);  // forward and update; the stop vote's outcome in stop_
   void log_progress(int64_t step);
   bool evaluate_now(int64_t step);  // true: the target accuracy was reached
   void gather_time_splits(double run_seconds);
@@ -123,15 +124,15 @@ class PlanRun final : public RunSteps {
   int64_t first_step_ = 0, total_run_ = 0;  // total_run_: less when stopped early
   int64_t step_ = 0;                         // the next step
   std::unique_ptr<Multiplexer> multiplex_;
-  StopVote vote_{MPI_COMM_WORLD};
-  int stop_ = 0;
+  Clock::time_point step_start_;
+  double step_loss_ = 0;  // this rank's part
   double window_loss_ = 0;
   int64_t window_steps_ = 0;
   Clock::time_point window_start_;  // set when the loop starts
 };
 
 PlanRun::PlanRun(const JobConfig& job)
-    : RunSteps(job),
+    : RunSteps(job, MPI_COMM_WORLD),
       w_(world()),
       r_(start_result(job)),
       spec_(load_job_model(job)),
@@ -186,27 +187,22 @@ void PlanRun::start_background() {
   multiplex_ = std::make_unique<Multiplexer>(job_, exec_);
 }
 
-double PlanRun::train_step(int64_t step) {
-  const auto t0 = Clock::now();
-  tracer().begin_step(step, t0);
-  const double loss = session_.forward(step);
-  if (!std::isfinite(loss))
-    throw Error(step == first_step_
-                    ? fmt::format("training loss is {} at the first step {}: the model's weights or the data hold "
-                                  "non-finite values, or the input is out of range",
-                                  loss, step)
-                    : fmt::format("training loss became {} at step {} (try a lower [optimizer] lr)", loss, step));
-  vote_.start();
-  session_.update(step);
-  stop_ = vote_.finish();
+double PlanRun::step_begin() {
+  step_start_ = Clock::now();
+  tracer().begin_step(step_, step_start_);
+  step_loss_ = session_.forward(step_);
+  return step_loss_;
+}
+
+void PlanRun::step_end(const Agreement&) {
   const auto t1 = Clock::now();
-  const double step_seconds = std::chrono::duration<double>(t1 - t0).count();
+  const double step_seconds = std::chrono::duration<double>(t1 - step_start_).count();
   tracer().end_step(t1);
   r_.train_seconds += step_seconds;
   if (multiplex_) multiplex_->step_finished(step_seconds);
-  window_loss_ += loss;
+  window_loss_ += step_loss_;
   ++window_steps_;
-  return loss;
+  ++step_;
 }
 
 void PlanRun::log_progress(int64_t step) {
@@ -282,11 +278,6 @@ void PlanRun::finish() {
   }
 }
 
-int PlanRun::step() {
-  train_step(step_++);
-  return stop_;
-}
-
 void PlanRun::checkpoint() {
   const auto c0 = Clock::now();
   write_final_checkpoint(job_, exec_, session_.sgd(), step_, run_history(r_, wall()));
@@ -305,9 +296,10 @@ TrainResult PlanRun::run() {
   window_start_ = Clock::now();  // after the background's calibration
   run_log().record("start", wall(), {{"job", job_.name}, {"first_step", first_step_}, {"ranks", w_.size}});
   step_ = first_step_;
+  inject_failure_from_env(*this, "BURSTPOOL_TEST_FAIL");
   const LoopEnd end = run_loop(*this);
-  if (end.stop_signal) r_.stopped_by = stop_signal_name(end.stop_signal);
-  if (end.stop_signal || end.reached_target) total_run_ = step_;
+  if (end.stop) r_.stopped_by = stop_signal_name(end.stop);
+  if (end.stop || end.reached_target) total_run_ = step_;
   finish();
   return r_;
 }

@@ -4,7 +4,6 @@
 
 #include <atomic>
 
-#include "comm/wait.hpp"
 #include "burstpool/error.hpp"
 
 namespace burstpool {
@@ -45,24 +44,6 @@ const char* stop_signal_name(int signal) {
     default:
       return "another signal";
   }
-}
-
-StopVote::~StopVote() {
-  // Left by an exception with the reduction pending: the run is ending with
-  // an error (and other ranks may never join), so neither wait for it nor
-  // free what it may still write into.
-  if (request_ != MPI_REQUEST_NULL) (void)votes_.release();
-}
-
-void StopVote::start() {
-  votes_[0] = stop_signal();
-  BP_MPI_CHECK(MPI_Iallreduce(&votes_[0], &votes_[1], 1, MPI_INT, MPI_MAX, comm_, &request_));
-}
-
-int StopVote::finish() {
-  if (request_ == MPI_REQUEST_NULL) return 0;
-  wait_all(1, &request_);  // under the wait policy: sleeps while a background job may use the core
-  return votes_[1];
 }
 
 }  // namespace burstpool

@@ -28,17 +28,6 @@ std::string eta(double seconds) {
   return s >= 3600 ? fmt::format("{}h{:02}m", s / 3600, s / 60 % 60) : fmt::format("{}m{:02}s", s / 60, s % 60);
 }
 
-bool checkpoint_due(const JobConfig& job, int64_t step, std::chrono::steady_clock::time_point last) {
-  if (job.checkpoint_path.empty()) return false;
-  bool due = job.checkpoint_every > 0 && (step + 1) % job.checkpoint_every == 0;
-  if (job.checkpoint_seconds > 0) {
-    int late = world().rank == 0 && seconds_since(last) >= job.checkpoint_seconds;
-    BP_MPI_CHECK(MPI_Bcast(&late, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    due = due || late;
-  }
-  return due;
-}
-
 std::optional<Resumed> choose_checkpoint(const JobConfig& job,
                                          const std::function<int64_t(const std::string&)>& validate, MPI_Comm comm) {
   if (job.checkpoint_path.empty())

@@ -146,8 +146,12 @@ class LearnerRun final : public RunSteps {
   bool finished() const override {
     return job_.steps > 0 ? iteration_ >= job_.steps : batches_ + per_iteration() > total_batches_;
   }
-  int step() override;  // one iteration of every learner
   int64_t steps_done() const override { return iteration_; }
+  // One iteration of every learner: their steps, then the strategy's
+  // synchronisation (which the agreement overlaps), then the auto-tuner.
+  double step_begin() override;
+  void step_middle() override { strategy_->after_iteration(team_, iteration_); }
+  void step_end(const Agreement& agreed) override;
   void checkpoint() override { save_checkpoint(); }
   void progress() override { log_progress(lr_); }
   bool evaluate(bool last) override { return evaluate_now(last); }
@@ -194,11 +198,12 @@ class LearnerRun final : public RunSteps {
   int64_t window_iterations_ = 0, window_samples_ = 0;
   int64_t eval_step_ = 1, next_eval_ = 0;  // iterations, or learner batches
   float lr_ = 0;  // the last iteration's learning rate
-  std::optional<StopVote> vote_;
+  Clock::time_point step_start_;
+  double step_loss_ = 0;  // the iteration's mean over this rank's learners
 };
 
 LearnerRun::LearnerRun(const JobConfig& job)
-    : RunSteps(job),
+    : RunSteps(job, MPI_COMM_WORLD, "training", "iteration"),
       sc_(job.sync),
       w_(world()),
       r_(start_result(job)),
@@ -318,8 +323,6 @@ double LearnerRun::step_learners(float lr) {
   });
   double loss = 0;
   for (auto& l : learners_) loss += l->loss / k;
-  if (!std::isfinite(loss))
-    throw Error(fmt::format("training loss became {} at iteration {} (try a lower [optimizer] lr)", loss, iteration_));
   return loss;
 }
 
@@ -381,20 +384,21 @@ void LearnerRun::finish() {
   if (!job_.checkpoint_path.empty()) save_checkpoint();
 }
 
-int LearnerRun::step() {
-  const auto t0 = Clock::now();
-  const int k = static_cast<int>(learners_.size());
+double LearnerRun::step_begin() {
+  step_start_ = Clock::now();
   lr_ = schedule_.at(job_.steps > 0 ? iteration_ : batches_ / w_.size);  // learner batches per rank
   strategy_->before_iteration(team_, lr_);
-  vote_->start();
-  const double loss = step_learners(lr_);
-  strategy_->after_iteration(team_, iteration_);
-  const int stop = vote_->finish();
+  step_loss_ = step_learners(lr_);
+  return step_loss_;
+}
+
+void LearnerRun::step_end(const Agreement&) {
+  const int k = static_cast<int>(learners_.size());
   batches_ += static_cast<int64_t>(w_.size) * k;
   ++iteration_;
-  const double seconds = seconds_since(t0);
+  const double seconds = seconds_since(step_start_);
   r_.train_seconds += seconds;
-  window_loss_ += loss;
+  window_loss_ += step_loss_;
   ++window_iterations_;
   window_samples_ += static_cast<int64_t>(w_.size) * k * b_;
   window_seconds_ += seconds;
@@ -404,7 +408,6 @@ int LearnerRun::step() {
   if (w_.rank == 0 && next_k != k)
     fmt::print("auto-tune: {} learner(s) per rank gave {:.0f} samples/s; {} {}\n", k,
                r_.tuning.back().samples_per_second, next_k > k ? "trying" : "keeping", next_k);
-  return stop;
 }
 
 TrainResult LearnerRun::run() {
@@ -412,9 +415,8 @@ TrainResult LearnerRun::run() {
   run_log().record("start", wall(), {{"job", job_.name}, {"first_step", iteration_}, {"ranks", w_.size}});
   strategy_->begin(team_);
   print_banner();
-  vote_.emplace(MPI_COMM_WORLD);
   const LoopEnd end = run_loop(*this);
-  if (end.stop_signal) r_.stopped_by = stop_signal_name(end.stop_signal);
+  if (end.stop) r_.stopped_by = stop_signal_name(end.stop);
   finish();
   return r_;
 }

@@ -19,8 +19,9 @@ steps = 100000
 log_every = 50
 JOB
 
-# 1. One rank throws: the loss runs on rank 1 only, and a huge learning rate
-#    makes it non-finite there; rank 0 must not wait for rank 1 forever.
+# 1. The loss runs on rank 1 only, and a huge learning rate makes it
+#    non-finite there: the run loop's agreement tells rank 0, so both stop
+#    with the same message instead of rank 0 waiting for rank 1.
 "$bin" plan --data-parallel "$src/jobs/models/lenet5.ini" --ranks 2 --global-batch 32 --out "$work/plan.json" >/dev/null
 python3 - "$work/plan.json" <<'PY'
 import json, sys
@@ -30,16 +31,29 @@ for layer in p["layers"]:
         layer["ranks"] = [1]
 json.dump(p, open(sys.argv[1], "w"))
 PY
+# expect_failure NAME PATTERN: the last mpirun exited non-zero, not by the timeout, with PATTERN in its stderr
+expect_failure() {
+  if [[ $rc -eq 0 || $rc -eq 124 ]] || ! grep -q "$2" "$work/err"; then
+    echo "FAIL $1: exit $rc after ${took}s"; sed 's/^/    /' "$work/err" | head -20; failures=$((failures + 1))
+  else
+    echo "ok   $1: exit $rc after ${took}s: $(grep -m1 'error on rank' "$work/err")"
+  fi
+}
 start=$(date +%s)
 timeout 60 mpirun -np 2 "$bin" train "$work/job.ini" --plan "$work/plan.json" --set optimizer.lr=100 \
   >"$work/out" 2>"$work/err"
 rc=$?
 took=$(($(date +%s) - start))
-if [[ $rc -eq 0 || $rc -eq 124 ]] || ! grep -q "error on rank 1 .*training loss became" "$work/err"; then
-  echo "FAIL one rank throws: exit $rc after ${took}s"; sed 's/^/    /' "$work/err" | head -20; failures=$((failures + 1))
-else
-  echo "ok   one rank throws: exit $rc after ${took}s: $(grep -m1 'error on rank' "$work/err")"
-fi
+expect_failure "non-finite loss on one rank" "error on rank [01] .*training loss became non-finite"
+
+# 1b. One rank throws alone (a test hook, just after step 20's agreement
+#     started): rank 0, left waiting in that reduction, must not hang.
+start=$(date +%s)
+BURSTPOOL_TEST_FAIL=1:20 timeout 60 mpirun -np 2 -x BURSTPOOL_TEST_FAIL "$bin" train "$work/job.ini" \
+  >"$work/out" 2>"$work/err"
+rc=$?
+took=$(($(date +%s) - start))
+expect_failure "one rank throws" "error on rank 1 .*test failure injected at training step 20"
 
 # 2. One rank is killed with SIGKILL mid-training.
 timeout 120 mpirun -np 2 "$bin" train "$work/job.ini" >"$work/out2" 2>"$work/err2" &
