@@ -17,6 +17,14 @@
 //   steps, at the last one and at a stop -> on a stop, the end ->
 //   evaluation when the run says it is due -> the end when its target
 //   accuracy was reached.
+//
+// For a run with a result (the foreground's), the loop also times the steps
+// and keeps the training figures and the run log (src/run/run_record.hpp):
+// the progress window's loss and rate, the result's train seconds, final
+// loss, rate, stop and wall seconds, and the log's start, progress and end
+// records. The run prints its own progress line from those figures and adds
+// what only it knows (steps and epochs, time splits, its final checkpoint)
+// after the loop.
 #include <mpi.h>
 
 #include <chrono>
@@ -29,6 +37,8 @@
 namespace burstpool {
 
 struct JobConfig;
+struct TrainResult;
+class RunRecord;  // src/run/run_record.hpp
 
 // A run's own stop request (a background job asked to stop by its
 // foreground), as Agreement::stop reports it; signals are positive.
@@ -73,6 +83,21 @@ struct Diverged : Error {
   using Error::Error;
 };
 
+// A progress line's figures over the steps since the last one, as the loop
+// measured them.
+struct WindowFigures {
+  double loss = 0;                // the mean step loss (Agreement::loss_sum)
+  double samples_per_second = 0;  // over the steps' own time (no evaluations or checkpoints)
+  int64_t steps = 0;
+};
+
+// Where a run is at a progress line, for the run log.
+struct ProgressPoint {
+  int64_t step = 0;  // steps (iterations) done
+  double epoch = 0;
+  double lr = 0;
+};
+
 struct LoopEnd {
   int stop = 0;                 // the agreed stop (Agreement::stop), 0 if none
   bool reached_target = false;  // ended by the target accuracy
@@ -80,25 +105,31 @@ struct LoopEnd {
 
 class RunSteps {
  public:
-  virtual ~RunSteps() = default;
+  virtual ~RunSteps();
   virtual bool finished() const = 0;
   virtual int64_t steps_done() const = 0;  // steps taken, resumed ones included
 
   // One step, in three parts around the ranks' agreement. begin: the work up
-  // to this rank's loss (return 0 where the rank holds no loss). middle: the
-  // work the agreement's reduction overlaps (an update, a backward pass, a
-  // synchronisation). end: the rest, told what was agreed; not called when a
-  // loss was non-finite (the loop throws Diverged). A run that drops a
-  // stopped step's update does so in end(), leaving steps_done() as it was.
+  // to this rank's share of the step's loss (the shares of the run's ranks
+  // sum to the loss; 0 where a rank holds none). middle: the work the
+  // agreement's reduction overlaps (an update, a backward pass, a
+  // synchronisation). end: the rest, told what was agreed and the step's
+  // seconds; not called when a loss was non-finite (the loop throws
+  // Diverged). A run that drops a stopped step's update does so in end(),
+  // leaving steps_done() as it was.
   virtual double step_begin() = 0;
   virtual void step_middle() {}
-  virtual void step_end(const Agreement& /*agreed*/) {}
+  virtual void step_end(const Agreement& /*agreed*/, double /*seconds*/) {}
+  // The samples the step trained, all ranks together (asked before step_end).
+  virtual int64_t step_samples() const { return 0; }
   // This rank's stop wish for the agreement: by default the stop signal this
   // process received (stop.hpp).
   virtual int stop_wish() const;
 
   virtual void checkpoint() = 0;  // collective
-  virtual void progress() {}      // a progress line for the steps since the last one
+  // A progress line for the steps since the last one (`window`); returns
+  // where the run is, for the run log.
+  virtual ProgressPoint progress(const WindowFigures& /*window*/) { return {}; }
   // An evaluation, if the run's cadence says one is due (`last`: the run's
   // last step). Returns true when it reached the target accuracy that ends
   // the run.
@@ -106,6 +137,15 @@ class RunSteps {
 
   const JobConfig& job_config() const { return job_; }
   MPI_Comm comm() const { return comm_; }
+  // The foreground's result: the loop keeps its training figures
+  // (train_seconds, final_loss, samples_per_second, achieved_gflops from
+  // forward_gflop_per_sample, wall_seconds, stopped_by) and writes its run
+  // log records (start, progress, end). nullptr for a run that reports
+  // otherwise (the background job).
+  TrainResult* result() const { return result_; }
+  // Seconds since the job's first run started (the result's earlier runs
+  // included), from this object's construction.
+  double wall() const;
   // How errors name the run and its steps: "training", "step".
   const std::string& what() const { return what_; }
   const std::string& unit() const { return unit_; }
@@ -120,13 +160,17 @@ class RunSteps {
   int64_t first_step() const { return first_step_; }
 
  protected:
-  // comm: the ranks that agree after each step.
-  RunSteps(const JobConfig& job, MPI_Comm comm, std::string what = "training", std::string unit = "step")
-      : job_(job), comm_(comm), what_(std::move(what)), unit_(std::move(unit)) {}
+  // comm: the ranks that agree after each step. result: as result() says,
+  // and must outlive this object.
+  RunSteps(const JobConfig& job, MPI_Comm comm, TrainResult* result, std::string what = "training",
+           std::string unit = "step");
   const JobConfig& job_;
 
  private:
   MPI_Comm comm_;
+  TrainResult* result_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::unique_ptr<RunRecord> record_;  // what the loop keeps across its calls
   std::string what_, unit_;
   int fail_rank_ = -1;
   int64_t fail_step_ = -1;

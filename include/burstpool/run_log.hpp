@@ -1,6 +1,6 @@
 #pragma once
 // [output] log: the run's progress as JSON Lines, one record per progress
-// line and per evaluation, written by rank 0 as they happen and flushed line
+// line and per evaluation, and at its start and end, written by rank 0 as they happen and flushed line
 // by line, so a run can be followed (tail -f) or plotted while it trains, and
 // what it did is kept if it dies. The file is appended to: a resumed run
 // continues it. Records (every one has "event" and "wall_seconds", the
@@ -8,6 +8,7 @@
 //   {"event": "start", "job", "first_step", "ranks"}
 //   {"event": "progress", "step", "epoch", "loss", "samples_per_second", "lr"}
 //   {"event": "evaluation", "step", "epoch", "accuracy", "loss"}
+//   {"event": "end", "steps", "stopped_by", "reached_target", "samples_per_second"}
 // "step" counts optimizer steps (iterations for sma, shadow and local-sgd).
 #include <cstdint>
 #include <cstdio>

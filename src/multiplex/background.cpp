@@ -36,7 +36,7 @@ using Clock = std::chrono::steady_clock;
 // asked) drops its update.
 class BackgroundJob::Steps final : public RunSteps {
  public:
-  explicit Steps(BackgroundJob& b) : RunSteps(b.session_->job(), b.comm_, "background training"), b_(b) {
+  explicit Steps(BackgroundJob& b) : RunSteps(b.session_->job(), b.comm_, nullptr, "background training"), b_(b) {
     inject_failure_from_env(*this, "BURSTPOOL_TEST_BACKGROUND_FAIL");
   }
   void run_until(int64_t steps) {
@@ -52,7 +52,7 @@ class BackgroundJob::Steps final : public RunSteps {
     return b_.session_->forward(b_.step_.load());
   }
   void step_middle() override { b_.session_->backward(); }
-  void step_end(const Agreement& agreed) override {
+  void step_end(const Agreement& agreed, double) override {
     if (!agreed.stop) b_.apply_step(agreed.loss_sum, t0_);
   }
   int stop_wish() const override { return b_.stop_.load() ? kStopRequested : 0; }

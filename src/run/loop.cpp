@@ -10,6 +10,8 @@
 #include "burstpool/job.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/stop.hpp"
+#include "burstpool/trainer.hpp"
+#include "run/run_record.hpp"
 
 namespace burstpool {
 namespace {
@@ -56,8 +58,10 @@ bool checkpoint_due(const RunSteps& run, const Agreement& agreed) {
   return agreed.checkpoint_late || (job.checkpoint_every > 0 && run.steps_done() % job.checkpoint_every == 0);
 }
 
-// One step and its agreement.
-Agreement agreed_step(RunSteps& run, StepAgreement& agreement, Clock::time_point last_checkpoint) {
+// One step and its agreement, recorded in `record` (if any).
+Agreement agreed_step(RunSteps& run, StepAgreement& agreement, Clock::time_point last_checkpoint,
+                      RunRecord* record) {
+  const auto t0 = Clock::now();
   const int64_t step = run.steps_done();
   const double loss = run.step_begin();
   agreement.start(run.stop_wish(), loss, checkpoint_late(run, last_checkpoint));
@@ -66,7 +70,10 @@ Agreement agreed_step(RunSteps& run, StepAgreement& agreement, Clock::time_point
   run.step_middle();
   const Agreement agreed = agreement.finish();
   if (agreed.non_finite) throw_diverged(run, agreed.loss_sum, step, step == run.first_step());
-  run.step_end(agreed);
+  const double seconds = seconds_since(t0);
+  const int64_t samples = run.step_samples();
+  run.step_end(agreed, seconds);
+  if (record) record->step(seconds, agreed.loss_sum, samples);
   return agreed;
 }
 
@@ -101,7 +108,14 @@ Agreement StepAgreement::finish() {
   return a;
 }
 
+RunSteps::RunSteps(const JobConfig& job, MPI_Comm comm, TrainResult* result, std::string what, std::string unit)
+    : job_(job), comm_(comm), result_(result), what_(std::move(what)), unit_(std::move(unit)) {}
+
+RunSteps::~RunSteps() = default;
+
 int RunSteps::stop_wish() const { return stop_signal(); }
+
+double RunSteps::wall() const { return (result_ ? result_->earlier_wall_seconds : 0.0) + seconds_since(start_); }
 
 LoopEnd run_loop(RunSteps& run) {
   const JobConfig& job = run.job_config();
@@ -109,15 +123,17 @@ LoopEnd run_loop(RunSteps& run) {
   LoopEnd end;
   Clock::time_point last_checkpoint = Clock::now();
   if (run.first_step_ < 0) run.first_step_ = run.steps_done();
+  if (run.result() && !run.record_) run.record_ = std::make_unique<RunRecord>(run);
+  RunRecord* record = run.record_.get();
   while (!run.finished()) {
-    const Agreement agreed = agreed_step(run, agreement, last_checkpoint);
+    const Agreement agreed = agreed_step(run, agreement, last_checkpoint, record);
     const int64_t done = run.steps_done();
     const bool last = run.finished();
     if (!last && !agreed.stop && checkpoint_due(run, agreed)) {
       run.checkpoint();
       last_checkpoint = Clock::now();
     }
-    if (done % job.log_every == 0 || last || agreed.stop) run.progress();
+    if (record && (done % job.log_every == 0 || last || agreed.stop)) record->progress();
     if (agreed.stop) {  // the run's final checkpoint and metrics follow, no evaluation: the scheduler's kill may be near
       end.stop = agreed.stop;
       break;
@@ -127,6 +143,7 @@ LoopEnd run_loop(RunSteps& run) {
       break;
     }
   }
+  if (record) record->finish(end);
   return end;
 }
 

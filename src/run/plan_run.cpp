@@ -18,10 +18,8 @@
 #include "burstpool/memory.hpp"
 #include "burstpool/model.hpp"
 #include "burstpool/plan.hpp"
-#include "burstpool/run_log.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/session.hpp"
-#include "burstpool/stop.hpp"
 #include "burstpool/trace.hpp"
 #include "burstpool/trainer.hpp"
 #include "multiplex/multiplex.hpp"
@@ -96,24 +94,22 @@ class PlanRun final : public RunSteps {
   int64_t steps_done() const override { return step_; }
   double step_begin() override;  // forward
   void step_middle() override { session_.update(step_); }
-  void step_end(const Agreement& agreed) override;
+  void step_end(const Agreement& agreed, double seconds) override;
+  int64_t step_samples() const override { return job_.batch_size; }
   void checkpoint() override;
-  void progress() override { log_progress(step_ - 1); }
+  ProgressPoint progress(const WindowFigures& window) override;
   bool evaluate(bool last) override;
 
  private:
-  double wall() const { return r_.earlier_wall_seconds + seconds_since(wall_start_); }
   double epoch_at(int64_t steps) const { return static_cast<double>(steps) / per_epoch_; }
   void resume();
   void print_banner();
   void start_background();
-  void log_progress(int64_t step);
   bool evaluate_now(int64_t step);  // true: the target accuracy was reached
   void gather_time_splits(double run_seconds);
   void finish();
 
   const WorldInfo& w_;
-  const Clock::time_point wall_start_ = Clock::now();
   TrainResult r_;
   const ModelSpec spec_;
   const Plan plan_;
@@ -124,15 +120,10 @@ class PlanRun final : public RunSteps {
   int64_t first_step_ = 0, total_run_ = 0;  // total_run_: less when stopped early
   int64_t step_ = 0;                         // the next step
   std::unique_ptr<Multiplexer> multiplex_;
-  Clock::time_point step_start_;
-  double step_loss_ = 0;  // this rank's part
-  double window_loss_ = 0;
-  int64_t window_steps_ = 0;
-  Clock::time_point window_start_;  // set when the loop starts
 };
 
 PlanRun::PlanRun(const JobConfig& job)
-    : RunSteps(job, MPI_COMM_WORLD),
+    : RunSteps(job, MPI_COMM_WORLD, &r_),
       w_(world()),
       r_(start_result(job)),
       spec_(load_job_model(job)),
@@ -145,6 +136,7 @@ PlanRun::PlanRun(const JobConfig& job)
       chatty_(w_.rank == 0),
       total_run_(total_) {
   r_.model = spec_.name;
+  r_.forward_gflop_per_sample = session_.model().forward_flops_per_sample() / 1e9;
   exec_.set_per_layer_allreduce(job.layer_timing);
   use_job_device(job, exec_);
   if (exec_.accelerator()) r_.device = exec_.accelerator()->describe();
@@ -188,36 +180,25 @@ void PlanRun::start_background() {
 }
 
 double PlanRun::step_begin() {
-  step_start_ = Clock::now();
-  tracer().begin_step(step_, step_start_);
-  step_loss_ = session_.forward(step_);
-  return step_loss_;
+  tracer().begin_step(step_, Clock::now());
+  return session_.forward(step_);
 }
 
-void PlanRun::step_end(const Agreement&) {
-  const auto t1 = Clock::now();
-  const double step_seconds = std::chrono::duration<double>(t1 - step_start_).count();
-  tracer().end_step(t1);
-  r_.train_seconds += step_seconds;
-  if (multiplex_) multiplex_->step_finished(step_seconds);
-  window_loss_ += step_loss_;
-  ++window_steps_;
+void PlanRun::step_end(const Agreement&, double seconds) {
+  tracer().end_step(Clock::now());
+  if (multiplex_) multiplex_->step_finished(seconds);
   ++step_;
 }
 
-void PlanRun::log_progress(int64_t step) {
-  r_.final_loss = sum_over_world(window_loss_) / window_steps_;
-  const double rate = window_steps_ * job_.batch_size / std::max(1e-9, seconds_since(window_start_));
+ProgressPoint PlanRun::progress(const WindowFigures& window) {
+  const int64_t step = step_ - 1;
   const double lr = session_.schedule().at(step);
+  const double rate = window.samples_per_second;
   if (chatty_)
-    fmt::print("step {}/{} | epoch {:.2f} | loss {:.4f} | {:.0f} samples/s | lr {:.4g} | ETA {}{}\n", step + 1, total_,
-               epoch_at(step + 1), r_.final_loss, rate, lr, eta((total_ - step - 1) * job_.batch_size / rate),
+    fmt::print("step {}/{} | epoch {:.2f} | loss {:.4f} | {:.0f} samples/s | lr {:.4g} | ETA {}{}\n", step_, total_,
+               epoch_at(step_), window.loss, rate, lr, eta((total_ - step_) * job_.batch_size / rate),
                multiplex_ ? multiplex_->progress() : "");
-  std::fflush(stdout);
-  run_log().progress(wall(), step + 1, epoch_at(step + 1), r_.final_loss, rate, lr);
-  window_loss_ = 0;
-  window_steps_ = 0;
-  window_start_ = Clock::now();
+  return {step_, epoch_at(step_), lr};
 }
 
 bool PlanRun::evaluate_now(int64_t step) {
@@ -228,9 +209,7 @@ bool PlanRun::evaluate_now(int64_t step) {
   exec_.times() = before;  // the time split covers training only
   p.step = step + 1;
   p.epoch = epoch_at(step + 1);
-  const bool reached = record_evaluation(r_, job_, p, "step", seconds_since(e0), wall(), chatty_);
-  window_start_ = Clock::now();  // evaluation is not training time
-  return reached;
+  return record_evaluation(r_, job_, p, "step", seconds_since(e0), wall(), chatty_);
 }
 
 // Each rank's compute, transfer, allreduce and idle seconds and peak memory
@@ -259,17 +238,12 @@ void PlanRun::gather_time_splits(double run_seconds) {
         {model.layer(i).name(), exec_.ranks_of(i), worst[2 * i] / total_run_, worst[2 * i + 1] / total_run_});
 }
 
+// After the loop, which has set the training figures.
 void PlanRun::finish() {
-  if (window_steps_ > 0) r_.final_loss = sum_over_world(window_loss_) / window_steps_;  // stopped at the target
   if (multiplex_) r_.multiplex = multiplex_->finish();
   r_.steps = total_run_;
   r_.epochs = epoch_at(total_run_);
-  const double run_seconds = r_.train_seconds - r_.earlier_train_seconds;  // this run's, since the resume
-  r_.samples_per_second = (total_run_ - first_step_) * job_.batch_size / std::max(1e-9, run_seconds);
-  r_.forward_gflop_per_sample = session_.model().forward_flops_per_sample() / 1e9;
-  r_.achieved_gflops = 3.0 * r_.forward_gflop_per_sample * r_.samples_per_second;
-  gather_time_splits(run_seconds);
-  r_.wall_seconds = wall();
+  gather_time_splits(r_.train_seconds - r_.earlier_train_seconds);  // this run's, since the resume
   if (!job_.checkpoint_path.empty())
     write_final_checkpoint(job_, exec_, session_.sgd(), total_run_, run_history(r_, r_.wall_seconds));
   if (!job_.trace_path.empty()) {
@@ -282,7 +256,6 @@ void PlanRun::checkpoint() {
   const auto c0 = Clock::now();
   write_final_checkpoint(job_, exec_, session_.sgd(), step_, run_history(r_, wall()));
   tracer().span(Track::main, "checkpoint", c0, false);
-  window_start_ = Clock::now();  // checkpointing is not training time
 }
 
 bool PlanRun::evaluate(bool last) {
@@ -293,12 +266,9 @@ TrainResult PlanRun::run() {
   resume();
   print_banner();
   start_background();
-  window_start_ = Clock::now();  // after the background's calibration
-  run_log().record("start", wall(), {{"job", job_.name}, {"first_step", first_step_}, {"ranks", w_.size}});
   step_ = first_step_;
   inject_failure_from_env(*this, "BURSTPOOL_TEST_FAIL");
   const LoopEnd end = run_loop(*this);
-  if (end.stop) r_.stopped_by = stop_signal_name(end.stop);
   if (end.stop || end.reached_target) total_run_ = step_;
   finish();
   return r_;

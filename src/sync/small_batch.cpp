@@ -28,10 +28,8 @@
 #include "burstpool/loop.hpp"
 #include "burstpool/memory.hpp"
 #include "burstpool/model_io.hpp"
-#include "burstpool/run_log.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/session.hpp"
-#include "burstpool/stop.hpp"
 #include "burstpool/trainer.hpp"
 #include "sync/learner_checkpoint.hpp"
 #include "sync/learners.hpp"
@@ -151,13 +149,13 @@ class LearnerRun final : public RunSteps {
   // synchronisation (which the agreement overlaps), then the auto-tuner.
   double step_begin() override;
   void step_middle() override { strategy_->after_iteration(team_, iteration_); }
-  void step_end(const Agreement& agreed) override;
+  void step_end(const Agreement& agreed, double seconds) override;
+  int64_t step_samples() const override { return per_iteration() * b_; }
   void checkpoint() override { save_checkpoint(); }
-  void progress() override { log_progress(lr_); }
+  ProgressPoint progress(const WindowFigures& window) override;
   bool evaluate(bool last) override { return evaluate_now(last); }
 
  private:
-  double wall() const { return r_.earlier_wall_seconds + seconds_since(wall_start_); }  // since the first run's start
   int64_t per_iteration() const { return static_cast<int64_t>(w_.size) * static_cast<int64_t>(learners_.size()); }
   int64_t remaining_batches() const {  // learner batches still to take, all ranks
     return job_.steps > 0 ? (job_.steps - iteration_) * per_iteration() : total_batches_ - batches_;
@@ -172,14 +170,12 @@ class LearnerRun final : public RunSteps {
   void resume();
   void print_banner() const;
   double step_learners(float lr);  // one iteration's batches and steps; the mean loss over the rank's learners
-  void log_progress(float lr);
   bool evaluate_now(bool last);  // true: the target accuracy was reached
   void save_checkpoint();
   void finish();
 
   const SyncConfig& sc_;
   const WorldInfo& w_;
-  const Clock::time_point wall_start_ = Clock::now();
   TrainResult r_;
   const int b_;  // each learner's batch
   const ModelSpec spec_;
@@ -190,20 +186,16 @@ class LearnerRun final : public RunSteps {
   std::optional<BatchSampler> sampler_;
   int64_t per_epoch_ = 1, total_batches_ = 0;  // learner batches per epoch, in all (epochs)
   LrSchedule schedule_;
-  int64_t batches_ = 0, iteration_ = 0, first_batches_ = 0;  // learner batches taken (all ranks), iterations run
+  int64_t batches_ = 0, iteration_ = 0;  // learner batches taken (all ranks), iterations run
   std::unique_ptr<AutoTuner> tuner_;
   LearnerPool pool_;  // after learners_: its threads end before the learners go
   std::vector<float> current_, current_state_;  // the job's model and statistics, when the host needs them
-  double window_loss_ = 0, window_seconds_ = 0;  // since the last progress line; training time only
-  int64_t window_iterations_ = 0, window_samples_ = 0;
   int64_t eval_step_ = 1, next_eval_ = 0;  // iterations, or learner batches
   float lr_ = 0;  // the last iteration's learning rate
-  Clock::time_point step_start_;
-  double step_loss_ = 0;  // the iteration's mean over this rank's learners
 };
 
 LearnerRun::LearnerRun(const JobConfig& job)
-    : RunSteps(job, MPI_COMM_WORLD, "training", "iteration"),
+    : RunSteps(job, MPI_COMM_WORLD, &r_, "training", "iteration"),
       sc_(job.sync),
       w_(world()),
       r_(start_result(job)),
@@ -220,6 +212,7 @@ LearnerRun::LearnerRun(const JobConfig& job)
     load_weights(job.model_path, first.model());
     first.sync_device();
   }
+  r_.forward_gflop_per_sample = first.model().forward_flops_per_sample() / 1e9;
   const size_t n = first.model().param_count();
   team_.n = n;
   team_.lock = [this](int learner) { return strategy_->replica_lock(learner); };
@@ -283,7 +276,6 @@ void LearnerRun::resume() {
       tuning = tuning && p->tuning;
       restore_run_history(r_, p->history);
     }
-  first_batches_ = batches_;
   tuner_ = std::make_unique<AutoTuner>(sc_, tuning);
   eval_step_ = job_.eval_every > 0 ? job_.eval_every : per_epoch_;
   next_eval_ = ((job_.eval_every > 0 ? iteration_ : batches_) / eval_step_ + 1) * eval_step_;
@@ -326,17 +318,14 @@ double LearnerRun::step_learners(float lr) {
   return loss;
 }
 
-void LearnerRun::log_progress(float lr) {
-  r_.final_loss = sum_over_world(window_loss_) / (w_.size * window_iterations_);
-  const double rate = window_samples_ / std::max(1e-9, window_seconds_);
+ProgressPoint LearnerRun::progress(const WindowFigures& window) {
+  const double epoch = static_cast<double>(batches_) / per_epoch_;
+  const double rate = window.samples_per_second;
   if (w_.rank == 0)
     fmt::print("iteration {} | epoch {:.2f} | loss {:.4f} | {:.0f} samples/s | lr {:.4g} | learners {} | ETA {}\n",
-               iteration_, static_cast<double>(batches_) / per_epoch_, r_.final_loss, rate, lr, learners_.size(),
+               iteration_, epoch, window.loss, rate, lr_, learners_.size(),
                eta(static_cast<double>(remaining_batches()) * b_ / rate));
-  std::fflush(stdout);
-  run_log().progress(wall(), iteration_, static_cast<double>(batches_) / per_epoch_, r_.final_loss, rate, lr);
-  window_loss_ = window_seconds_ = 0;
-  window_iterations_ = window_samples_ = 0;
+  return {iteration_, epoch, lr_};
 }
 
 bool LearnerRun::evaluate_now(bool last) {
@@ -370,39 +359,25 @@ void LearnerRun::save_checkpoint() {
                            strategy_->checkpoint_vectors(), p);
 }
 
+// After the loop, which has set the training figures.
 void LearnerRun::finish() {
-  if (window_iterations_ > 0) r_.final_loss = sum_over_world(window_loss_) / (w_.size * window_iterations_);
   r_.strategy_counts = strategy_->finish();
   r_.learners = static_cast<int>(learners_.size());
   r_.steps = iteration_;
   r_.epochs = static_cast<double>(batches_) / per_epoch_;
-  r_.samples_per_second =
-      static_cast<double>(batches_ - first_batches_) * b_ / std::max(1e-9, r_.train_seconds - r_.earlier_train_seconds);
-  r_.forward_gflop_per_sample = team_.first().model().forward_flops_per_sample() / 1e9;
-  r_.achieved_gflops = 3.0 * r_.forward_gflop_per_sample * r_.samples_per_second;
-  r_.wall_seconds = wall();
   if (!job_.checkpoint_path.empty()) save_checkpoint();
 }
 
 double LearnerRun::step_begin() {
-  step_start_ = Clock::now();
   lr_ = schedule_.at(job_.steps > 0 ? iteration_ : batches_ / w_.size);  // learner batches per rank
   strategy_->before_iteration(team_, lr_);
-  step_loss_ = step_learners(lr_);
-  return step_loss_;
+  return step_learners(lr_) / w_.size;  // the ranks' shares sum to the mean over every learner
 }
 
-void LearnerRun::step_end(const Agreement&) {
+void LearnerRun::step_end(const Agreement&, double seconds) {
   const int k = static_cast<int>(learners_.size());
   batches_ += static_cast<int64_t>(w_.size) * k;
   ++iteration_;
-  const double seconds = seconds_since(step_start_);
-  r_.train_seconds += seconds;
-  window_loss_ += step_loss_;
-  ++window_iterations_;
-  window_samples_ += static_cast<int64_t>(w_.size) * k * b_;
-  window_seconds_ += seconds;
-
   const int next_k = std::max(1, tuner_->after_iteration(k, seconds, static_cast<double>(w_.size) * k * b_, r_.tuning));
   set_learner_count(next_k);
   if (w_.rank == 0 && next_k != k)
@@ -412,11 +387,9 @@ void LearnerRun::step_end(const Agreement&) {
 
 TrainResult LearnerRun::run() {
   resume();
-  run_log().record("start", wall(), {{"job", job_.name}, {"first_step", iteration_}, {"ranks", w_.size}});
   strategy_->begin(team_);
   print_banner();
-  const LoopEnd end = run_loop(*this);
-  if (end.stop) r_.stopped_by = stop_signal_name(end.stop);
+  run_loop(*this);
   finish();
   return r_;
 }

@@ -1,0 +1,60 @@
+#include "run/run_record.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "burstpool/run_log.hpp"
+#include "burstpool/stop.hpp"
+#include "burstpool/trainer.hpp"
+
+namespace burstpool {
+
+RunRecord::RunRecord(RunSteps& run) : run_(run), r_(*run.result()) {
+  int ranks = 1;
+  MPI_Comm_size(run.comm(), &ranks);
+  run_log().record("start", run.wall(),
+                   {{"job", run.job_config().name}, {"first_step", run.steps_done()}, {"ranks", ranks}});
+}
+
+void RunRecord::step(double seconds, double loss, int64_t samples) {
+  r_.train_seconds += seconds;
+  run_seconds_ += seconds;
+  run_samples_ += samples;
+  window_loss_ += loss;
+  window_seconds_ += seconds;
+  ++window_steps_;
+  window_samples_ += samples;
+}
+
+WindowFigures RunRecord::window() const {
+  WindowFigures w;
+  w.steps = window_steps_;
+  w.loss = window_loss_ / static_cast<double>(std::max<int64_t>(1, window_steps_));
+  w.samples_per_second = static_cast<double>(window_samples_) / std::max(1e-9, window_seconds_);
+  return w;
+}
+
+void RunRecord::progress() {
+  const WindowFigures w = window();
+  r_.final_loss = w.loss;
+  const ProgressPoint at = run_.progress(w);
+  std::fflush(stdout);
+  run_log().progress(run_.wall(), at.step, at.epoch, w.loss, w.samples_per_second, at.lr);
+  window_loss_ = window_seconds_ = 0;
+  window_steps_ = window_samples_ = 0;
+}
+
+void RunRecord::finish(const LoopEnd& end) {
+  if (window_steps_ > 0) r_.final_loss = window().loss;  // ended at the target, between progress lines
+  if (end.stop) r_.stopped_by = stop_signal_name(end.stop);
+  r_.samples_per_second = static_cast<double>(run_samples_) / std::max(1e-9, run_seconds_);
+  r_.achieved_gflops = 3.0 * r_.forward_gflop_per_sample * r_.samples_per_second;
+  r_.wall_seconds = run_.wall();
+  run_log().record("end", r_.wall_seconds,
+                   {{"steps", run_.steps_done()},
+                    {"stopped_by", r_.stopped_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(r_.stopped_by)},
+                    {"reached_target", end.reached_target},
+                    {"samples_per_second", r_.samples_per_second}});
+}
+
+}  // namespace burstpool
