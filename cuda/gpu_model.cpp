@@ -250,10 +250,10 @@ float* GpuModel::buffer(Buffer what, int layer, int slot) const {
 
 void GpuModel::copy_out(Buffer what, int layer, int slot, float* host, size_t floats) {
   if (floats == 0) return;
-  use_device();
+  use_device();  // flat() may make a scratch vector
   const float* from = layer < 0 ? flat(what) : buffer(what, layer, slot);
   BP_CHECK(from, "layer {} slot {}: no such device buffer", layer, slot);
-  download_to(host, from, floats);
+  download(from, host, floats);
 }
 
 void GpuModel::copy_in(Buffer what, int layer, int slot, const float* host, size_t floats) {
@@ -261,8 +261,20 @@ void GpuModel::copy_in(Buffer what, int layer, int slot, const float* host, size
   use_device();
   float* to = layer < 0 ? flat(what) : buffer(what, layer, slot);
   BP_CHECK(to, "layer {} slot {}: no such device buffer", layer, slot);
+  upload(to, host, floats);
+}
+
+void GpuModel::download(const float* device, float* host, size_t floats) {
+  if (floats == 0) return;
+  use_device();
+  download_to(host, device, floats);
+}
+
+void GpuModel::upload(float* device, const float* host, size_t floats) {
+  if (floats == 0) return;
+  use_device();
   // From pageable memory: the copy has read `host` when this returns.
-  BP_CUDA_CHECK(cudaMemcpyAsync(to, host, floats * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  BP_CUDA_CHECK(cudaMemcpyAsync(device, host, floats * sizeof(float), cudaMemcpyHostToDevice, stream_));
 }
 
 // The CUDA device is per thread: a background job's model runs in its own thread.

@@ -74,6 +74,8 @@ class GpuModel final : public DeviceModel {
   // nccl_reducer.hpp).
   DeviceTransport transport(const GroupCache& groups) override;
   float* address(Buffer what, int layer, int slot) override;
+  void download(const float* device, float* host, size_t floats) override;
+  void upload(float* device, const float* host, size_t floats) override;
   void join_ranks(DeviceRanks ranks) override;
   void set_before_layer(std::function<void()> hook) override { before_layer_ = std::move(hook); }
   bool uses_nccl() const { return nccl_ != nullptr; }

@@ -51,8 +51,8 @@ struct DeviceRanks {
 // two for checkpoints and resumes. A data-parallel plan runs the whole model
 // per call (forward, backward); a burst plan runs it layer by layer
 // (forward_layer, backward_layer), the executor moving slices between ranks
-// directly between device buffers (slice_mover) or through host memory
-// (copy_out, copy_in).
+// directly between device buffers (transport) or through host memory
+// (download, upload).
 class DeviceModel {
  public:
   virtual ~DeviceModel() = default;
@@ -112,7 +112,8 @@ class DeviceModel {
   virtual void axpby(float a, Buffer x, float b, Buffer y) = 0;
   // Burst plans: slices and parameter-gradient sums carried between the
   // devices directly, or an empty transport when this device cannot (the
-  // CUDA one: unless every rank has a GPU of its own, as NCCL needs).
+  // CUDA one: unless every rank has a GPU of its own, as NCCL needs); the
+  // executor then moves them through host memory with download and upload.
   // Collective over groups.world(), whose rank numbers the executor's pieces
   // use; makes what it needs for every group of the plan. Called once, after
   // use_slot_buffers.
@@ -121,6 +122,12 @@ class DeviceModel {
   // gradient, slot_input, slot_gradient of a layer this rank runs; layer -1
   // of parameter_gradient: the whole flat array).
   virtual float* address(Buffer what, int layer, int slot) = 0;
+  // Copies between the device's memory (within a buffer from address) and
+  // host memory, for a transport through the host (run/staging_transport.hpp).
+  // download returns with the data there; upload has read `host` when it
+  // returns.
+  virtual void download(const float* device, float* host, size_t floats) = 0;
+  virtual void upload(float* device, const float* host, size_t floats) = 0;
   virtual void to_host(float* velocity) = 0;          // parameters, state into the Model; momentum into velocity
   virtual void from_host(const float* velocity) = 0;  // the reverse
   virtual std::string describe() const = 0;           // for the banner: which device
@@ -145,7 +152,8 @@ struct CudaOptions {
 // = twin): a second Model of the same spec in host memory, run by the CPU
 // layers (src/run/twin_device.cpp). With `transport`, it also moves burst plans'
 // slices between its own buffers and sums gradients there (MPI standing in
-// for NCCL); else they go through the host Model, as for ranks sharing a GPU.
+// for NCCL); else the executor moves them through host memory, as for ranks
+// sharing a GPU.
 // What a twin saw, for tests to check how the executor used it.
 struct TwinCounts {
   size_t floats_summed = 0;              // by its transport's gradient sums

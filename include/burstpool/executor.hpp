@@ -65,8 +65,8 @@ struct LayerTimes {
 // Per layer and input slot: whether the slot reads its producer's buffer
 // directly (same rank set and slicing), else a buffer of its own in the
 // consumer's slicing for the input and one for its gradient. The host
-// device computes in them; an accelerator without a transport stages
-// through them.
+// device computes in them; an accelerator keeps buffers of its own alike
+// (DeviceModel::use_slot_buffers).
 struct SlotBuffers {
   std::vector<std::vector<bool>> direct;       // slot shares its producer's rank set and slicing
   std::vector<std::vector<Tensor>> in, grad;   // per non-direct slot: its input and input gradient
@@ -132,7 +132,8 @@ class Executor {
   // device, which runs them from construction. A data-parallel plan runs
   // whole on it, gradient sums included (collective over the plan's ranks);
   // other plans run layer by layer, slices and gradient sums moving between
-  // its buffers by its transport, or staged through the host Model's.
+  // its buffers by its transport, or through host memory when it has none
+  // (run/staging_transport.hpp).
   void use_device(std::unique_ptr<DeviceModel> device, bool background = false);
   // Where the layers run: the accelerator, else the host device.
   DeviceModel& device() { return *device_; }
@@ -163,7 +164,7 @@ class Executor {
   void transfer_done(int layer, std::chrono::steady_clock::time_point t0, const char* what, int slot);
   Context layer_context(int layer, const Context& base, double* allreduce_seconds) const;
   // The per-layer path's transport: the device's, else (an accelerator
-  // without one) the host device's, staged through the host Model.
+  // without one) through host memory (run/staging_transport.hpp).
   void connect_layers();
   double forward_whole(int batch, const float* images, const int32_t* labels, const Context& base);
   void backward_whole(const Context& base);
@@ -171,10 +172,6 @@ class Executor {
   // and its batch-norm reductions as allreduce.
   // `pass` ("forward", "backward") names it in the trace.
   void timed_layer(int layer, const char* pass, const Context& base, const std::function<void(const Context&)>& run);
-  void activation_to_host(int layer);
-  void copy_slot_in(int layer, int slot);
-  void gradients_to_host(int layer, int slot);
-  void gradient_to_device(int producer);
 
   Plan plan_;
   std::unique_ptr<GroupCache> groups_;
@@ -197,14 +194,11 @@ class Executor {
   std::unique_ptr<DeviceModel> accelerator_;  // use_device's, or none
   DeviceModel* device_ = nullptr;             // the one the layers run on: accelerator_, else host_
   // Slices move by mover_ and parameter gradients are summed by sync_, over
-  // the device's buffers by its transport (the host's: MPI; a GPU's: NCCL).
+  // the device's buffers by its transport (the host's: MPI; a GPU's: NCCL;
+  // one without: through host memory).
   std::unique_ptr<SliceMover> mover_;
-  bool device_transport_ = false;
-  // An accelerator without a transport: slices and gradient sums go through the host Model.
-  bool staged() const { return !device_transport_; }
   size_t bucket_bytes_;
   bool whole_on_device_ = false;  // a data-parallel plan: DeviceModel::forward and backward
-  std::vector<bool> on_host_;     // burst plans: the layer's activations copied to the host this step
   std::chrono::steady_clock::time_point device_reduce_start_;
   double device_reduce_seconds_ = 0;  // the device model's waits for gradient sums, this step
   std::vector<std::vector<WaitSite>> wait_sites_;  // per layer: forward, backward wait per input slot

@@ -8,6 +8,7 @@
 #include "comm/slice_mover.hpp"
 #include "comm/wait.hpp"
 #include "run/host_device.hpp"
+#include "run/staging_transport.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/trace.hpp"
 #include "burstpool/runtime.hpp"
@@ -77,7 +78,6 @@ Executor::Executor(const ModelSpec& spec, const Plan& plan, MPI_Comm world, uint
   wait_sites_.resize(n);
   for (int i = 0; i < n; ++i) wait_sites_[i].resize(2 * m.inputs(i).size());
   layer_times_.resize(n);
-  on_host_.assign(n, false);
   host_ = make_host_device(m, slots_);
   device_ = host_.get();
   connect_layers();
@@ -136,13 +136,9 @@ void Executor::use_device(std::unique_ptr<DeviceModel> device, bool background) 
 
 void Executor::connect_layers() {
   device_->use_slot_buffers(slots_.direct);
-  DeviceTransport transport = device_->transport(*groups_);  // collective; empty: through the host
+  DeviceTransport transport = device_->transport(*groups_);  // collective
   BP_CHECK(!transport.slices == !transport.gradients, "a device transport carries slices and gradients, or neither");
-  device_transport_ = static_cast<bool>(transport.slices);
-  if (!device_transport_) {  // the host device's, made first, stay; staged copies keep to the walk
-    early_ = false;
-    return;
-  }
+  if (!transport.slices) transport = staging_transport(*device_, groups_->world());
   mover_ = std::move(transport.slices);
   early_ = mover_->can_park();
   sync_ = std::make_unique<GradientSync>(device_->address(DeviceModel::Buffer::parameter_gradient, -1, 0),
@@ -169,11 +165,7 @@ double Executor::forward(int batch, const float* images, const int32_t* labels, 
   for (int i = 0; i < m.size(); ++i) m.set_layer_batch(i, Plan::slice_of(sets_[i], rank_, batch).count);
   if (whole_on_device_) return forward_whole(batch, images, labels, base);
   finish_sends();  // none left unless the last step stopped between forward and backward
-  // Staged slices from the input layer are sent from the host copy of the input.
-  if (staged() && holds(m.input_layer()) && m.layer_batch(m.input_layer()) > 0) m.load_batch(images);
   device_->load_input(images, m.layer_batch(m.input_layer()), labels, m.layer_batch(m.loss_layer()), base);
-  std::fill(on_host_.begin(), on_host_.end(), false);
-  on_host_[m.input_layer()] = true;
   send_outputs(m.input_layer());
   double loss = 0;
   for (int i = 0; i < m.size(); ++i) {
@@ -232,17 +224,13 @@ void Executor::timed_layer(int i, const char* pass, const Context& base,
 void Executor::backward(const Context& base) {
   Model& m = *model_;
   if (whole_on_device_) return backward_whole(base);
-  // Parameter gradients are summed where they are: on the device when it
-  // has a transport (sync_ works there), else in the host Model (downloaded
-  // first when staged, uploaded after).
+  // Parameter gradients are summed in the device's buffers, by its transport.
   for (int i = m.size() - 1; i >= 0; --i) {
     if (holds(i) && i != m.input_layer()) {
       const auto [offset, count] = m.param_range(i);
       const Communicator& group = groups_->group(sets_[i]);
       complete_gradients(i);  // its output gradient (a producer read directly has no pieces in flight)
       timed_layer(i, "backward", base, [&](const Context& ctx) { device_->backward_layer(i, ctx); });
-      if (staged() && count > 0 && group.size() > 1)
-        device_->copy_out(DeviceModel::Buffer::parameter_gradient, i, 0, m.grads().data() + offset, count);
       sync_->layer_ready(offset, count, group);
       if (per_layer_allreduce_) {
         const auto w0 = Clock::now();
@@ -273,12 +261,6 @@ void Executor::backward(const Context& base) {
   if (reduce_flag_) reduce_flag_->store(false);
   buckets_ = sync_->buckets_started() - before;
   finish_sends();
-  if (staged())
-    for (int i = 0; i < m.size(); ++i) {
-      const auto [offset, count] = m.param_range(i);
-      if (holds(i) && count > 0 && groups_->group(sets_[i]).size() > 1)
-        device_->copy_in(DeviceModel::Buffer::parameter_gradient, i, 0, m.grads().data() + offset, count);
-    }
 }
 
 void Executor::backward_whole(const Context& base) {
@@ -294,58 +276,18 @@ void Executor::backward_whole(const Context& base) {
   times_.allreduce += reduce_seconds;
 }
 
-// An accelerator without a transport: slices move between ranks through the
-// host Model's buffers, which the exchanges read and write as the host device's.
-void Executor::activation_to_host(int layer) {
-  Model& m = *model_;
-  if (on_host_[layer] || !holds(layer)) return;
-  device_->copy_out(DeviceModel::Buffer::activation, layer, 0, m.activation(layer).data(), m.activation(layer).size());
-  on_host_[layer] = true;  // once per step, however many consumers read it
-}
-
-void Executor::copy_slot_in(int layer, int slot) {
-  Model& m = *model_;
-  const size_t floats = m.layer(m.inputs(layer)[slot]).output_shape().per_sample() * m.layer_batch(layer);
-  device_->copy_in(DeviceModel::Buffer::slot_input, layer, slot, slots_.in[layer][slot].data(), floats);
-}
-
-// Before the backward exchange of (layer, slot): the slot's input gradient, and
-// the producer's gradient when the exchange adds to what earlier consumers
-// left there (the Model's accumulate contract).
-void Executor::gradients_to_host(int layer, int slot) {
-  Model& m = *model_;
-  const int p = m.inputs(layer)[slot];
-  const size_t per = m.layer(p).output_shape().per_sample();
-  if (holds(layer))
-    device_->copy_out(DeviceModel::Buffer::slot_gradient, layer, slot, slots_.grad[layer][slot].data(),
-                      per * m.layer_batch(layer));
-  if (holds(p) && m.accumulates(layer, slot))
-    device_->copy_out(DeviceModel::Buffer::gradient, p, 0, m.gradient(p).data(), m.gradient(p).size());
-}
-
-void Executor::gradient_to_device(int producer) {
-  Model& m = *model_;
-  if (holds(producer))
-    device_->copy_in(DeviceModel::Buffer::gradient, producer, 0, m.gradient(producer).data(), m.gradient(producer).size());
-}
-
 // Before layer i's forward: the inputs whose producers run on other rank
 // sets, all in one exchange (one NCCL group on GPUs): each goes to a buffer
-// of its own. Staged through the host Model's buffers on a device without a
-// transport.
+// of its own.
 void Executor::exchange_inputs(int i) {
   Model& m = *model_;
   std::vector<int> slots;
   for (size_t s = 0; s < m.inputs(i).size(); ++s)
     if (!slots_.direct[i][s]) {
-      if (staged()) activation_to_host(m.inputs(i)[s]);
       queue_exchange(i, static_cast<int>(s), false, early_ ? Pieces::receives : Pieces::all);  // sent by send_outputs
       slots.push_back(static_cast<int>(s));
     }
-  if (slots.empty()) return;
-  finish_exchanges(i, slots.front(), false);
-  if (staged() && holds(i))
-    for (int s : slots) copy_slot_in(i, s);
+  if (!slots.empty()) finish_exchanges(i, slots.front(), false);
 }
 
 // After layer i's backward: its input gradients back to their producers, in
@@ -358,8 +300,6 @@ void Executor::exchange_input_gradients(int i) {
   auto finish = [&] {
     if (pending.empty()) return;
     finish_exchanges(i, pending.front(), true);
-    if (staged())
-      for (int s : pending) gradient_to_device(m.inputs(i)[s]);
     pending.clear();
   };
   for (size_t s = 0; s < m.inputs(i).size(); ++s) {
@@ -377,7 +317,6 @@ void Executor::exchange_input_gradients(int i) {
         finish();
         break;
       }
-    if (staged()) gradients_to_host(i, static_cast<int>(s));
     queue_exchange(i, static_cast<int>(s), true);
     pending.push_back(static_cast<int>(s));
   }
@@ -388,16 +327,14 @@ void Executor::exchange_input_gradients(int i) {
 // (its slicing) -> this layer's input buffer (its slicing). Backward: this
 // layer's input gradient (its slicing) -> the producer's gradient (its
 // slicing), overwriting or adding as the model's gradient contract says.
-// Between the device's buffers by its transport, or between the host's by MPI
-// when an accelerator has no transport (staged).
+// Between the device's buffers, by its transport.
 void Executor::queue_exchange(int layer, int slot, bool backward, Pieces which) {
   Model& m = *model_;
   const int p = m.inputs(layer)[slot];
   const size_t per = m.layer(p).output_shape().per_sample();
   const bool accumulate = backward && m.accumulates(layer, slot);
   const Slice mine_p = Plan::slice_of(sets_[p], rank_, batch_), mine_c = Plan::slice_of(sets_[layer], rank_, batch_);
-  // The buffers the transport moves between: the device's, or the host's when staged.
-  DeviceModel& buffers = staged() ? *host_ : *device_;
+  DeviceModel& buffers = *device_;
   using B = DeviceModel::Buffer;
   float* producer = nullptr;  // its activations forward, its gradient backward
   float* consumer = nullptr;  // this slot's input forward, its input gradient backward

@@ -81,6 +81,13 @@ class HostDevice final : public DeviceModel {
     if (own != host) std::copy_n(host, floats, own);
   }
 
+  void download(const float* device, float* host, size_t floats) override {
+    if (device != host) std::copy_n(device, floats, host);
+  }
+  void upload(float* device, const float* host, size_t floats) override {
+    if (device != host) std::copy_n(host, floats, device);
+  }
+
   DeviceTransport transport(const GroupCache& groups) override {
     return {std::make_unique<MpiSliceMover>(groups.world()), std::make_unique<MpiGroupReducer>()};
   }

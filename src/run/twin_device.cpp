@@ -175,9 +175,14 @@ class TwinDevice final : public DeviceModel {
     t.gradients = std::make_unique<CountingReducer>(options_.counts ? &options_.counts->floats_summed : nullptr);
     return t;
   }
-  float* address(Buffer what, int layer, int slot) override {
-    BP_CHECK(options_.transport, "twin device: address() without a transport");
-    return at(what, layer, slot, 0);
+  float* address(Buffer what, int layer, int slot) override { return at(what, layer, slot, 0); }
+  void download(const float* device, float* host, size_t floats) override {
+    if (options_.counts) options_.counts->floats_out += floats;
+    if (floats > 0) std::memcpy(host, device, floats * sizeof(float));
+  }
+  void upload(float* device, const float* host, size_t floats) override {
+    if (options_.counts) options_.counts->floats_in += floats;
+    if (floats > 0) std::memcpy(device, host, floats * sizeof(float));
   }
   void to_host(float* velocity) override {
     copy(host_.params(), twin_.params());

@@ -76,6 +76,8 @@ class RecordingDevice final : public DeviceModel {
   float loss() override { return 0; }
   void copy_out(Buffer, int, int, float*, size_t) override { ADD_FAILURE() << "burst path"; }
   void copy_in(Buffer, int, int, const float*, size_t) override { ADD_FAILURE() << "burst path"; }
+  void download(const float*, float*, size_t) override { ADD_FAILURE() << "burst path"; }
+  void upload(float*, const float*, size_t) override { ADD_FAILURE() << "burst path"; }
   DeviceTransport transport(const GroupCache&) override {
     ADD_FAILURE() << "burst path";
     return {};
