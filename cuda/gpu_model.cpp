@@ -370,6 +370,19 @@ void GpuModel::from_host(const float* velocity) {
   upload();
 }
 
+void GpuModel::use_algorithm_cache(const std::string& path, bool writer) {
+  cudaDeviceProp prop{};
+  BP_CUDA_CHECK(cudaGetDeviceProperties(&prop, ctx_.device()));
+  algorithm_cache_ = std::make_unique<AlgorithmCache>(path, prop.name, static_cast<long>(cudnnGetVersion()), writer);
+  if (!writer) return;  // one line per node
+  if (!algorithm_cache_->refused().empty())
+    fmt::print(stderr, "burstpool: warning: cudnn cache refused: {}; measuring again and rebuilding it\n",
+               algorithm_cache_->refused());
+  else if (algorithm_cache_->entries() > 0)
+    fmt::print("cudnn cache {}: reusing the measured algorithms of {} convolution shape(s)\n", path,
+               algorithm_cache_->entries());
+}
+
 std::string GpuModel::describe() const {
   cudaDeviceProp prop{};
   BP_CUDA_CHECK(cudaGetDeviceProperties(&prop, ctx_.device()));
@@ -441,7 +454,7 @@ void GpuModel::launch_forward(int i, const burstpool::Context& ctx) {
     case LayerKind::conv2d: {
       const Geometry2d geo = v.geometry();
       auto& conv = convs_[{i, n}];
-      if (!conv) conv = std::make_unique<CudnnConv>(ctx_.cudnn(), geo, conv_algorithms_, tf32_);
+      if (!conv) conv = std::make_unique<CudnnConv>(ctx_.cudnn(), geo, conv_algorithms_, tf32_, algorithm_cache_.get());
       conv->forward(x, p, v.bias(p, geo.weights()), y, ctx_.allocator(), stream_);
       return;
     }
@@ -625,6 +638,7 @@ std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank, const
   auto gpu = std::make_unique<cuda::GpuModel>(model, std::make_unique<cuda::Context>(local_rank, work, options.wait));
   gpu->set_graphs(options.graphs);
   gpu->set_conv_algorithms(cuda::conv_algorithms(options.conv_algorithms));
+  if (!options.cudnn_cache.empty()) gpu->use_algorithm_cache(options.cudnn_cache, local_rank == 0);
   gpu->set_tf32(options.precision == "tf32");
   if (options.background) gpu->set_pieces_in_flight(options.pieces_in_flight);
   return gpu;

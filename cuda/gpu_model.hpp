@@ -81,6 +81,9 @@ class GpuModel final : public DeviceModel {
   bool uses_nccl() const { return nccl_ != nullptr; }
   void set_graphs(bool on) { graphs_ = on; }
   void set_conv_algorithms(ConvAlgorithms how) { conv_algorithms_ = how; }  // for convolutions set up from now on
+  // With measured algorithms: the cache file of their choices (writer: this
+  // process writes it; one per node), for convolutions set up from now on.
+  void use_algorithm_cache(const std::string& path, bool writer);
   // [job] precision: tf32 lets cuBLAS and cuDNN round products' inputs to
   // TF32 (for layers set up from now on), else fp32 throughout.
   void set_tf32(bool on);
@@ -157,6 +160,7 @@ class GpuModel final : public DeviceModel {
   std::vector<float*> layer_mean_, layer_invstd_;  // batch norm, per layer
   double* bn_sums_ = nullptr;
   std::map<std::pair<int, int>, std::unique_ptr<CudnnConv>> convs_;  // (layer, batch)
+  std::unique_ptr<AlgorithmCache> algorithm_cache_;                  // use_algorithm_cache's, or none
   std::map<std::pair<int, int>, std::unique_ptr<CudnnPool>> pools_;
 
   DeviceRanks ranks_;  // comm MPI_COMM_NULL: one rank

@@ -27,7 +27,10 @@
 #              low-priority stream; and one rank with both jobs (one GPU each);
 #   steps      whole training steps of LeNet-5 and vgg16 (GPU_CHECK_STEP_MODELS),
 #              eager, with CUDA graphs, and vgg16 with measured algorithms;
-#   profile    the layer profile of vgg16 on the GPU and the plan it gives.
+#   profile    the layer profile of vgg16 on the GPU and the plan it gives;
+#   cudnn_cache  vgg16 with measured algorithms kept in [job] cudnn_cache:
+#              written once, reused by two more runs that must repeat the
+#              first's final loss to the bit, against the heuristic default.
 # GPU_CHECK_SECTIONS names the sections to run (default: all, in that order).
 # Every step has a timeout within one deadline (GPU_CHECK_SECONDS, default
 # 470 s from the start), so one hang cannot use up the lease: a part that no
@@ -361,6 +364,42 @@ for k, v in summary.items():
 PY
 }
 
+check_cudnn_cache() {
+  section "cudnn_cache: vgg16 at batch 32, measured algorithms written once and reused, against the heuristic default"
+  # Run 1 measures and writes the cache; runs 2 and 3 must say they reuse it
+  # and give run 1's final loss to the bit (the same algorithms, deterministic
+  # ones); the heuristic runs are the default it would replace.
+  local run how
+  rm -f /tmp/gpu-run/vgg16.cudnn.json
+  for run in 1 2 3 h1 h2; do
+    fits 30 "cudnn_cache run $run" || continue
+    how=measured
+    [[ $run == h* ]] && how=heuristic
+    local cache=(--set job.cudnn_cache=/tmp/gpu-run/vgg16.cudnn.json)
+    [[ $how == heuristic ]] && cache=()
+    timeout "$(limit 90)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set job.model=$PWD/jobs/models/vgg16.ini \
+      --set data.source=synthetic --set data.synthetic_train_samples=512 --set data.synthetic_test_samples=0 \
+      --set job.device=cuda --set job.cuda_graphs=true --set job.cudnn_algorithms=$how "${cache[@]}" \
+      --set train.batch_size=32 --steps 60 --metrics /tmp/gpu-run/cache_$run.json >/tmp/gpu-run/cache_$run.out 2>&1
+    echo "cudnn_cache run $run ($how): exit $?; $(grep -m1 'cudnn cache' /tmp/gpu-run/cache_$run.out)" | tee -a "$log"
+  done
+  cp /tmp/gpu-run/vgg16.cudnn.json "$out/" 2>/dev/null
+  python3 - "$out/cudnn_cache.json" <<'PY' 2>&1 | tee -a "$log"
+import json, sys
+runs = {}
+for run in ["1", "2", "3", "h1", "h2"]:
+    try:
+        m = json.load(open(f"/tmp/gpu-run/cache_{run}.json"))
+        runs[run] = {"final_loss": m["final_loss"], "ms_per_step": 1e3 * m["train_seconds"] / m["steps"]}
+    except (OSError, ValueError, KeyError):
+        pass
+measured = [runs[r]["final_loss"] for r in ("1", "2", "3") if r in runs]
+summary = {"runs": runs, "measured_runs_equal_bitwise": len(measured) == 3 and len(set(measured)) == 1}
+json.dump(summary, open(sys.argv[1], "w"), indent=1)
+print(json.dumps(summary))
+PY
+}
+
 check_profile() {
   section "layer profile of vgg16 on the GPU, and the plan it gives for 8 GPUs"
   # What the planner needs on a GPU cluster (docs/profiles.md); the plan's link
@@ -374,6 +413,6 @@ check_profile() {
   echo "plan: exit $?" | tee -a "$log"
 }
 
-for name in ${GPU_CHECK_SECTIONS:-mux1 precision learners tests layers e2e multiplex steps profile}; do
+for name in ${GPU_CHECK_SECTIONS:-mux1 precision learners tests layers e2e multiplex steps profile cudnn_cache}; do
   "check_$name"
 done

@@ -1,6 +1,7 @@
 // Convolution and pooling through cuDNN (cuda/ops/kernels.hpp).
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cuda/check.hpp"
@@ -60,7 +61,8 @@ ConvAlgorithms conv_algorithms(const std::string& name) {
   throw Error("cuDNN algorithm choice '" + name + "': heuristic, measured or gemm");
 }
 
-CudnnConv::CudnnConv(cudnnHandle_t handle, const Geometry2d& g, ConvAlgorithms how, bool tf32) : handle_(handle) {
+CudnnConv::CudnnConv(cudnnHandle_t handle, const Geometry2d& g, ConvAlgorithms how, bool tf32, AlgorithmCache* cache)
+    : handle_(handle) {
   x_ = tensor(g.n, g.c, g.h, g.w);
   y_ = tensor(g.n, g.oc, g.oh(), g.ow());
   bias_ = tensor(1, g.oc, 1, 1);
@@ -71,9 +73,24 @@ CudnnConv::CudnnConv(cudnnHandle_t handle, const Geometry2d& g, ConvAlgorithms h
   BP_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, g.ph, g.pw, g.sh, g.sw, 1, 1, CUDNN_CROSS_CORRELATION,
                                                  CUDNN_DATA_FLOAT));
   BP_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
-  // The rankings list the candidates best first: by cuDNN's heuristics, or by
-  // time when measured (cuDNN allocates and times on buffers of its own).
   const bool measured = how == ConvAlgorithms::measured, direct = how == ConvAlgorithms::gemm;
+  if (!measured) cache = nullptr;
+  const std::string key = fmt::format("n{} c{} h{} w{} oc{} k{}x{} s{}x{} p{}x{} {}", g.n, g.c, g.h, g.w, g.oc, g.kh,
+                                      g.kw, g.sh, g.sw, g.ph, g.pw, tf32 ? "tf32" : "fp32");
+  if (cache)
+    if (const std::optional<AlgorithmChoice> c = cache->find(key)) {
+      fwd_ = static_cast<cudnnConvolutionFwdAlgo_t>((*c)[0]);
+      bwd_data_ = static_cast<cudnnConvolutionBwdDataAlgo_t>((*c)[1]);
+      bwd_filter_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>((*c)[2]);
+      return;
+    }
+  choose(measured, direct);
+  if (cache) cache->add(key, {static_cast<int>(fwd_), static_cast<int>(bwd_data_), static_cast<int>(bwd_filter_)});
+}
+
+// The rankings list the candidates best first: by cuDNN's heuristics, or by
+// time when measured (cuDNN allocates and times on buffers of its own).
+void CudnnConv::choose(bool measured, bool direct) {
   int found = 0;
   cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   BP_CUDNN_CHECK((measured ? cudnnFindConvolutionForwardAlgorithm : cudnnGetConvolutionForwardAlgorithm_v7)(

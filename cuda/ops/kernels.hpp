@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string>
 
+#include "burstpool/algorithm_cache.hpp"
+
 namespace burstpool::cuda {
 
 // Row-major C[m x n] = alpha op(A)[m x k] op(B)[k x n] + beta C, as cpu::gemm.
@@ -79,8 +81,10 @@ class CudnnConv {
   // Chooses the forward, backward-data and backward-filter algorithms for this
   // shape; tf32: cuDNN may round the inputs to TF32 (CUDNN_DEFAULT_MATH), else
   // fp32 only (CUDNN_FMA_MATH).
+  // With `cache` and measured algorithms, a choice cached for this shape
+  // and precision is used as it is, and a new one is measured and cached.
   CudnnConv(cudnnHandle_t handle, const Geometry2d& g, ConvAlgorithms how = ConvAlgorithms::heuristic,
-            bool tf32 = false);
+            bool tf32 = false, AlgorithmCache* cache = nullptr);
   ~CudnnConv();
   CudnnConv(const CudnnConv&) = delete;
   CudnnConv& operator=(const CudnnConv&) = delete;
@@ -94,6 +98,8 @@ class CudnnConv {
   std::string algorithms() const;
 
  private:
+  void choose(bool measured, bool direct);  // ranks the candidates and picks
+
   cudnnHandle_t handle_;
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, bias_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;

@@ -195,6 +195,10 @@ void read_job(const Values& v, const std::string& path, const std::string& base,
   c.cudnn_algorithms = v.choice("job", "cudnn_algorithms", {"heuristic", "measured", "gemm"});
   if (c.cudnn_algorithms != "heuristic" && c.device != "cuda")
     v.fail("job", "cudnn_algorithms", c.cudnn_algorithms + " needs device = cuda");
+  const std::string cache = v.str("job", "cudnn_cache");
+  c.cudnn_cache = cache.empty() || cache == "none" ? cache : resolve(base, cache);
+  if (!cache.empty() && cache != "none" && c.cudnn_algorithms != "measured")
+    v.fail("job", "cudnn_cache", "needs cudnn_algorithms = measured (the other choices are the same on every run)");
   c.precision = v.choice("job", "precision", {"fp32", "tf32", "bf16"});
   if (c.precision == "bf16")
     v.fail("job", "precision", "bf16 is not built yet: fp32, or tf32 on cuda (docs/cuda.md)");

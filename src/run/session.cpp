@@ -172,8 +172,11 @@ void use_job_device(const JobConfig& job, Executor& exec, bool background, int p
     // With a background job, the foreground's [background] cuda_wait decides
     // how the process waits; alone, CUDA's own default (it spins).
     const std::string wait = background || job.background.job_path.empty() ? "" : job.background.cuda_wait;
-    const CudaOptions options{background, job.cuda_graphs, job.cudnn_algorithms, wait, pieces_in_flight,
-                              job.precision};
+    CudaOptions options{background, job.cuda_graphs, job.cudnn_algorithms, wait, pieces_in_flight, job.precision};
+    if (job.cudnn_algorithms == "measured" && job.cudnn_cache != "none")
+      options.cudnn_cache = !job.cudnn_cache.empty()       ? job.cudnn_cache
+                            : !job.checkpoint_path.empty() ? job.checkpoint_path + ".cudnn.json"
+                                                           : "";
     exec.use_device(make_device_model(job.device, exec.model(), world().local_rank, options), background);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: [job] device = {}: {}", job.file, job.device, e.what()));

@@ -93,6 +93,13 @@ TEST(Job, RulesAcrossKeys) {
   EXPECT_EQ(error_of("[job]\nmodel = m.ini\n[train]\nsteps = 5\n[background]\njob = bg.ini\ncalibrate_steps = 5\n"),
             "JOB:7: [background] calibrate_steps: 5 must be below the run's 5 steps (the foreground first runs that "
             "many alone)");
+  EXPECT_EQ(error_of("[job]\nmodel = m.ini\ndevice = cuda\ncudnn_cache = algos.json\n"),
+            "JOB:4: [job] cudnn_cache: needs cudnn_algorithms = measured (the other choices are the same on every run)");
+  const std::string path = write_job("[job]\nmodel = m.ini\ndevice = cuda\ncudnn_algorithms = measured\n"
+                                     "cudnn_cache = algos.json\n");
+  EXPECT_EQ(load_job(path, {}).cudnn_cache, "/tmp/algos.json") << "relative to the job file";
+  EXPECT_EQ(load_job(path, {"job.cudnn_cache=none"}).cudnn_cache, "none");
+  std::remove(path.c_str());
 }
 
 // One key per meaning: learner_batch_size for the learners, batch_size for
