@@ -10,6 +10,7 @@
 #include "burstpool/job.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/stop.hpp"
+#include "burstpool/trace.hpp"
 #include "burstpool/trainer.hpp"
 #include "run/run_record.hpp"
 
@@ -58,11 +59,13 @@ bool checkpoint_due(const RunSteps& run, const Agreement& agreed) {
   return agreed.checkpoint_late || (job.checkpoint_every > 0 && run.steps_done() % job.checkpoint_every == 0);
 }
 
-// One step and its agreement, recorded in `record` (if any).
+// One step and its agreement, recorded in `record` (if any) and, over the
+// same time points, in the trace's step events (when it records).
 Agreement agreed_step(RunSteps& run, StepAgreement& agreement, Clock::time_point last_checkpoint,
                       RunRecord* record) {
   const auto t0 = Clock::now();
   const int64_t step = run.steps_done();
+  if (record) tracer().begin_step(step, t0);
   const double loss = run.step_begin();
   agreement.start(run.stop_wish(), loss, checkpoint_late(run, last_checkpoint));
   if (step == run.fail_step() && world().rank == run.fail_rank())
@@ -70,7 +73,9 @@ Agreement agreed_step(RunSteps& run, StepAgreement& agreement, Clock::time_point
   run.step_middle();
   const Agreement agreed = agreement.finish();
   if (agreed.non_finite) throw_diverged(run, agreed.loss_sum, step, step == run.first_step());
-  const double seconds = seconds_since(t0);
+  const auto t1 = Clock::now();
+  const double seconds = std::chrono::duration<double>(t1 - t0).count();
+  if (record) tracer().end_step(t1);
   const int64_t samples = run.step_samples();
   run.step_end(agreed, seconds);
   if (record) record->step(seconds, agreed.loss_sum, samples);

@@ -179,13 +179,9 @@ void PlanRun::start_background() {
   multiplex_ = std::make_unique<Multiplexer>(job_, exec_);
 }
 
-double PlanRun::step_begin() {
-  tracer().begin_step(step_, Clock::now());
-  return session_.forward(step_);
-}
+double PlanRun::step_begin() { return session_.forward(step_); }
 
 void PlanRun::step_end(const Agreement&, double seconds) {
-  tracer().end_step(Clock::now());
   if (multiplex_) multiplex_->step_finished(seconds);
   ++step_;
 }
