@@ -56,6 +56,11 @@ int count_correct(const float* logits, int n, int classes, const int32_t* labels
 // pieces_in_flight: a background job's pieces queued at once on a GPU.
 void use_job_device(const JobConfig& job, Executor& exec, bool background = false, int pieces_in_flight = 1);
 
+// The file [job] cudnn_cache names once the checkpoint path is final (its
+// default, <checkpoint>.cudnn.json, follows --checkpoint); "" when no cache
+// is kept (cudnn_algorithms is not measured, cudnn_cache = none, or no path).
+std::string cudnn_cache_file(const JobConfig& job);
+
 class TrainingSession {
  public:
   // Collective over `comm`: builds the executor for `plan` (validated here

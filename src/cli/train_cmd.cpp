@@ -13,6 +13,7 @@
 #include "burstpool/error.hpp"
 #include "burstpool/run_log.hpp"
 #include "burstpool/runtime.hpp"
+#include "burstpool/session.hpp"
 #include "burstpool/stop.hpp"
 #include "burstpool/trainer.hpp"
 #include "commands.hpp"
@@ -88,7 +89,8 @@ void prepare_outputs(const JobConfig& job) {
     for (const std::string& stale : check_outputs({{"[output] metrics", job.metrics_path},
                                                    {"[output] checkpoint", job.checkpoint_path},
                                                    {"[output] log", job.log_path},
-                                                   {"--trace", job.trace_path}}))
+                                                   {"--trace", job.trace_path},
+                                                   {"[job] cudnn_cache", cudnn_cache_file(job)}}))
       fmt::print("removed {}, left by a writer that died\n", stale);
   run_log().open(job.log_path);
 }

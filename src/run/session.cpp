@@ -166,6 +166,12 @@ void TrainingSession::apply(int64_t step) {
   exec_->times().compute += std::chrono::duration<double>(t1 - t0).count();
 }
 
+std::string cudnn_cache_file(const JobConfig& job) {
+  if (job.cudnn_algorithms != "measured" || job.cudnn_cache == "none") return "";
+  if (!job.cudnn_cache.empty()) return job.cudnn_cache;
+  return job.checkpoint_path.empty() ? "" : job.checkpoint_path + ".cudnn.json";
+}
+
 void use_job_device(const JobConfig& job, Executor& exec, bool background, int pieces_in_flight) {
   if (job.device == "cpu") return;
   try {
@@ -173,10 +179,7 @@ void use_job_device(const JobConfig& job, Executor& exec, bool background, int p
     // how the process waits; alone, CUDA's own default (it spins).
     const std::string wait = background || job.background.job_path.empty() ? "" : job.background.cuda_wait;
     CudaOptions options{background, job.cuda_graphs, job.cudnn_algorithms, wait, pieces_in_flight, job.precision};
-    if (job.cudnn_algorithms == "measured" && job.cudnn_cache != "none")
-      options.cudnn_cache = !job.cudnn_cache.empty()       ? job.cudnn_cache
-                            : !job.checkpoint_path.empty() ? job.checkpoint_path + ".cudnn.json"
-                                                           : "";
+    options.cudnn_cache = cudnn_cache_file(job);
     exec.use_device(make_device_model(job.device, exec.model(), world().local_rank, options), background);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: [job] device = {}: {}", job.file, job.device, e.what()));

@@ -269,6 +269,8 @@ expect_error "metrics in a missing folder" "\[output\] metrics $work/nowhere/m\.
   train "$mlp_job" --metrics "$work/nowhere/m.json"
 expect_error "metrics where the checkpoint goes" "\[output\] checkpoint $work/same\.h5: another output of this run" \
   train "$mlp_job" --checkpoint "$work/same.h5" --metrics "$work/same.h5"
+expect_error "cudnn cache in a missing folder" "\[job\] cudnn_cache $work/nowhere/c\.json: the folder $work/nowhere does not exist" \
+  train "$mlp_job" --set job.device=cuda --set job.cudnn_algorithms=measured --set job.cudnn_cache="$work/nowhere/c.json"
 mkdir -p "$work/a_folder"
 expect_error "checkpoint path is a folder" "\[output\] checkpoint $work/a_folder: is a folder" \
   train "$mlp_job" --checkpoint "$work/a_folder"
