@@ -1,13 +1,13 @@
 // shadow: learners never wait for the network; a thread per rank moves the
 // rank's learners by a background averaging rule (ShadowSync, Zheng et al.
-// 2020; the rules in sync/shadow.hpp). The thread works on the learners'
-// host parameters, so they stay on the host, and the loop holds each
-// learner's lock around that learner's step and each read of its replica:
-// learners of one rank step at the same time, each waiting only for the
-// thread's copy of its own replica.
+// 2020; the rules and the hand-over in sync/shadow.hpp). With a device the
+// replicas stay there (parameters, momentum and update): the thread gets a
+// snapshot and gives its correction once a round, at the end of a step,
+// never a copy per step.
 #include <chrono>
 #include <deque>
 
+#include "burstpool/device_model.hpp"
 #include "burstpool/error.hpp"
 #include "burstpool/job.hpp"
 #include "comm/wait.hpp"
@@ -16,10 +16,26 @@
 
 namespace burstpool {
 
+ShadowReplica host_replica(float* params, size_t n) {
+  return {[params, n](float* out) { std::copy(params, params + n, out); },
+          [params, n](const float* delta) {
+            for (size_t i = 0; i < n; ++i) params[i] += delta[i];
+          }};
+}
+
+ShadowReplica device_replica(DeviceModel& device, size_t n) {
+  using B = DeviceModel::Buffer;
+  return {[&device, n](float* out) { device.copy_out(B::parameters, -1, 0, out, n); },
+          [&device, n](const float* delta) {
+            device.copy_in(B::scratch_a, -1, 0, delta, n);
+            device.axpby(1.0f, B::scratch_a, 1.0f, B::parameters);
+          }};
+}
+
 ShadowAverager::ShadowAverager(MPI_Comm world, std::vector<ShadowReplica> replicas, size_t n, double pause_ms,
                                ShadowRule rule)
-    : mine_(std::move(replicas)), n_(n), pause_ms_(pause_ms), rule_(rule), snapshot_(mine_.size() * n + 1),
-      sum_(n + 1) {
+    : mine_(std::move(replicas)), ports_(mine_.size()), n_(n), pause_ms_(pause_ms), rule_(rule),
+      snapshot_(mine_.size() * n + 1), sum_(n + 1), delta_(n) {
   BP_CHECK(!mine_.empty(), "shadow: no replica to average");
   BP_MPI_CHECK(MPI_Comm_dup(world, &comm_));
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -29,15 +45,68 @@ ShadowAverager::ShadowAverager(MPI_Comm world, std::vector<ShadowReplica> replic
   BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &replicas_, 1, MPI_FLOAT, MPI_SUM, comm_));
   if (rule_.kind == ShadowRule::Kind::average) return;
   shared_.assign(n, 0.0f);  // the centre or the global model: the mean of every replica
-  for (const ShadowReplica& r : mine_)
-    for (size_t i = 0; i < n; ++i) shared_[i] += r.params[i];
+  for (const ShadowReplica& r : mine_) {
+    r.read(delta_.data());
+    for (size_t i = 0; i < n; ++i) shared_[i] += delta_[i];
+  }
   if (n > 0)
     BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, shared_.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, comm_));
   for (float& v : shared_) v /= replicas_;
   if (rule_.kind == ShadowRule::Kind::block_momentum) update_.assign(n, 0.0f);
 }
 
-// The shared model moves once a round; each replica by its own snapshot, under its lock.
+void ShadowAverager::begin_step(int j) {
+  std::lock_guard<std::mutex> guard(ports_[j].lock);
+  ports_[j].in_step = true;
+}
+
+void ShadowAverager::end_step(int j, bool completed) {
+  Port& p = ports_[j];
+  {
+    std::lock_guard<std::mutex> guard(p.lock);
+    if (completed && p.posted) {
+      mine_[j].add(p.correction.data());
+      p.posted = false;
+    }
+    if (completed && p.asked && !p.delivered) {
+      mine_[j].read(snapshot_.data() + j * n_);
+      p.delivered = true;
+    }
+    p.in_step = false;
+  }
+  p.handed.notify_all();
+}
+
+// Asks every replica in a step first, so that their trainers hand over in parallel.
+void ShadowAverager::snapshot_all() {
+  for (size_t j = 0; j < mine_.size(); ++j) {
+    std::lock_guard<std::mutex> guard(ports_[j].lock);
+    ports_[j].asked = true;
+    ports_[j].delivered = false;
+  }
+  for (size_t j = 0; j < mine_.size(); ++j) {
+    Port& p = ports_[j];
+    std::unique_lock<std::mutex> guard(p.lock);
+    p.handed.wait(guard, [&] { return p.delivered || !p.in_step; });
+    if (!p.delivered) mine_[j].read(snapshot_.data() + j * n_);  // still: read it here
+    p.asked = p.delivered = false;
+  }
+}
+
+void ShadowAverager::correct(size_t j, const float* delta) {
+  Port& p = ports_[j];
+  std::lock_guard<std::mutex> guard(p.lock);
+  if (!p.in_step) {
+    mine_[j].add(delta);
+    return;
+  }
+  if (!p.posted) p.correction.assign(delta, delta + n_);
+  else
+    for (size_t i = 0; i < n_; ++i) p.correction[i] += delta[i];
+  p.posted = true;
+}
+
+// The shared model moves once a round; each replica by its own snapshot.
 void ShadowAverager::apply() {
   const float inv = 1.0f / replicas_;
   if (rule_.kind == ShadowRule::Kind::block_momentum)
@@ -46,37 +115,48 @@ void ShadowAverager::apply() {
       shared_[i] += update_[i];
     }
   for (size_t j = 0; j < mine_.size(); ++j) {
-    float* x = mine_[j].params;
     const float* s = snapshot_.data() + j * n_;
-    std::lock_guard<std::mutex> guard(*mine_[j].lock);
+    float* d = delta_.data();
     switch (rule_.kind) {
       case ShadowRule::Kind::average:
-        for (size_t i = 0; i < n_; ++i) x[i] += sum_[i] * inv - s[i];
+        for (size_t i = 0; i < n_; ++i) d[i] = sum_[i] * inv - s[i];
         break;
       case ShadowRule::Kind::elastic:
-        for (size_t i = 0; i < n_; ++i) x[i] -= rule_.alpha * (s[i] - shared_[i]);
+        for (size_t i = 0; i < n_; ++i) d[i] = -rule_.alpha * (s[i] - shared_[i]);
         break;
       case ShadowRule::Kind::block_momentum:
-        for (size_t i = 0; i < n_; ++i) x[i] += shared_[i] - s[i];
+        for (size_t i = 0; i < n_; ++i) d[i] = shared_[i] - s[i];
         break;
     }
+    correct(j, d);
   }
   if (rule_.kind == ShadowRule::Kind::elastic)
     for (size_t i = 0; i < n_; ++i) shared_[i] += rule_.alpha * (sum_[i] - replicas_ * shared_[i]);
 }
 
+// Without finish (a failure unwinds the run): the thread must not wait for
+// rounds that the other ranks may never finish, so its wait is cancelled.
+// A cancelled allreduce stays pending, and MPI may still write into its
+// buffers and use the communicator: those are left allocated, as the
+// process is on its way to MPI_Abort.
 ShadowAverager::~ShadowAverager() {
-  if (thread_.joinable()) finish();
+  if (thread_.joinable()) {
+    abandon_.store(true);
+    thread_.join();
+  }
+  if (cancelled_) {
+    new std::vector<float>(std::move(sum_));  // leaked on purpose (see above)
+    new std::vector<float>(std::move(snapshot_));
+    new std::vector<float>(std::move(local_));
+    return;
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
 }
 
 bool ShadowAverager::round() {
-  for (size_t j = 0; j < mine_.size(); ++j) {
-    std::lock_guard<std::mutex> guard(*mine_[j].lock);
-    std::copy(mine_[j].params, mine_[j].params + n_, snapshot_.begin() + j * n_);
-  }
+  snapshot_all();
   std::vector<float>& send = mine_.size() == 1 ? snapshot_ : local_;
   if (mine_.size() > 1) {  // the rank's replicas summed, in their order
     std::copy(snapshot_.begin(), snapshot_.begin() + n_, local_.begin());
@@ -95,9 +175,13 @@ bool ShadowAverager::round() {
 
 void ShadowAverager::start() {
   thread_ = std::thread([this] {
-    set_wait_cancel_flag(&never_);  // a flag that is never raised: waits sleep instead of spinning
-    while (!round())
-      if (pause_ms_ > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(pause_ms_));
+    set_wait_cancel_flag(&abandon_);  // also makes waits sleep between polls instead of spinning
+    try {
+      while (!round() && !abandon_.load())
+        if (pause_ms_ > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(pause_ms_));
+    } catch (const WaitCancelled&) {
+      cancelled_ = true;
+    }
     set_wait_cancel_flag(nullptr);
   });
 }
@@ -125,22 +209,26 @@ class Shadow final : public SyncStrategy {
  public:
   explicit Shadow(const JobConfig& job) : rule_(rule_of(job.sync)), pause_ms_(job.sync.shadow_pause_ms) {}
 
-  bool device_resident() const override { return false; }
-  void prepare(Learner&) override { locks_.emplace_back(); }  // learner j's lock is the j-th
   void begin(LearnerTeam& team) override {  // the centre or global model starts at the replicas' mean: collective
     std::vector<ShadowReplica> replicas;
-    for (size_t j = 0; j < team.all.size(); ++j) replicas.push_back({team.all[j]->params(), &locks_[j]});
+    for (auto& l : team.all) {
+      DeviceModel* d = l->exec->accelerator();
+      replicas.push_back(l->device_step ? device_replica(*d, team.n) : host_replica(l->params(), team.n));
+    }
     averager_ = std::make_unique<ShadowAverager>(MPI_COMM_WORLD, std::move(replicas), team.n, pause_ms_, rule_);
     averager_->start();
   }
+  void learner_begins(int j) override { averager_->begin_step(j); }
   void learner_step(Learner& l, float lr) override { l.sgd_step(lr); }
-  std::mutex* replica_lock(int learner) override { return &locks_.at(learner); }
+  void learner_ends(int j, bool completed) override { averager_->end_step(j, completed); }
+  std::unique_lock<std::mutex> hold_replica(int j) override {
+    return averager_ ? averager_->hold(j) : std::unique_lock<std::mutex>();
+  }
   StrategyCounts finish() override { return {{"shadow_rounds", averager_ ? averager_->finish() : 0}}; }
 
  private:
   const ShadowRule rule_;
   const double pause_ms_;
-  std::deque<std::mutex> locks_;  // per learner: its parameters, shared with the averaging thread
   std::unique_ptr<ShadowAverager> averager_;
 };
 

@@ -2,10 +2,10 @@
 // Background synchronisation in the manner of ShadowSync (Zheng et al.,
 // 2020): the trainers never wait for the network. A thread per rank
 // repeatedly takes a snapshot s of each of the rank's replicas (its
-// trainers' parameters, one lock each), sums the snapshots of all N
-// replicas of all ranks on its own duplicate of the world communicator, and
-// moves each replica by what its rule says, added to it, so training done
-// meanwhile is kept. The rules (ShadowSync's three), for each replica x:
+// trainers' parameters), sums the snapshots of all N replicas of all ranks
+// on its own duplicate of the world communicator, and moves each replica by
+// what its rule says, added to it, so training done meanwhile is kept. The
+// rules (ShadowSync's three), for each replica x:
 //   average:        x += mean(s) - s
 //   elastic:        x -= alpha (s - c);  c += alpha (sum(s) - N c)
 //                   (c: the centre, every rank's copy equal, starting at the
@@ -15,21 +15,42 @@
 //                   (g: the global model, starting at the ranks' mean; D: the
 //                   block update, 0 at the start: block-wise model-update
 //                   filtering, BMUF; momentum 0 and block_lr 1 is averaging)
+//
+// The hand-over. The thread never touches a replica while its trainer is in
+// a step (between begin_step and end_step): it asks for a snapshot, which
+// the trainer copies out at the end of its step, and posts its correction,
+// which the trainer adds at the end of its next step. Outside steps the
+// thread reads and moves the replica itself. Either way the work is done
+// under the replica's lock, held for the copy and the addition only, never
+// for a whole step; a replica posted to but not yet corrected is always in
+// a step, so every snapshot includes every earlier correction.
 #include <mpi.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 namespace burstpool {
 
-// One trainer's parameters and the lock its trainer holds while it reads or writes them.
+class DeviceModel;
+
+// One replica as the averaging thread reaches it, wherever it lives: `read`
+// copies its n floats out to host memory, `add` adds n host floats to it.
+// Called only while the replica is still (see the hand-over above).
 struct ShadowReplica {
-  float* params;
-  std::mutex* lock;
+  std::function<void(float*)> read;
+  std::function<void(const float*)> add;
 };
+// The n floats at `params`, in host memory.
+ShadowReplica host_replica(float* params, size_t n);
+// A device's whole parameter array: read downloads it; add uploads into
+// the device's scratch_a and adds it there (no other copy of the parameters).
+ShadowReplica device_replica(DeviceModel& device, size_t n);
 
 struct ShadowRule {
   enum class Kind { average, elastic, block_momentum } kind = Kind::average;
@@ -42,9 +63,6 @@ class ShadowAverager {
   // Collective over `world` (the centre or global model starts at the mean
   // of every replica). Each replica has n floats; every rank passes as many.
   ShadowAverager(MPI_Comm world, std::vector<ShadowReplica> replicas, size_t n, double pause_ms, ShadowRule rule = {});
-  // One replica: `params`, guarded by `lock`.
-  ShadowAverager(MPI_Comm world, float* params, size_t n, std::mutex& lock, double pause_ms, ShadowRule rule = {})
-      : ShadowAverager(world, {{params, &lock}}, n, pause_ms, rule) {}
   ~ShadowAverager();
   ShadowAverager(const ShadowAverager&) = delete;
   ShadowAverager& operator=(const ShadowAverager&) = delete;
@@ -52,27 +70,49 @@ class ShadowAverager {
   void start();
   // This rank's trainer is done. Rounds go on until every rank is done, then
   // the thread ends; returns the rounds this rank ran. Not collective itself,
-  // but every rank must call it.
+  // but every rank must call it, with no replica in a step.
   int64_t finish();
   // One averaging round (collective over the duplicate); true when every rank
   // had said it is done. The thread calls it; tests may call it directly.
   bool round();
   int64_t rounds() const { return rounds_.load(); }
 
+  // Replica j's trainer, on its own thread, around a step that reads and
+  // changes the replica. end_step hands over: corrections posted during the
+  // step are added, then a snapshot asked for is copied out. completed =
+  // false (the step failed): no hand-over, the replica is only released.
+  void begin_step(int j);
+  void end_step(int j, bool completed = true);
+  // Held by another thread reading or changing replica j outside a step
+  // (evaluation, checkpoints): the averaging thread waits meanwhile.
+  std::unique_lock<std::mutex> hold(int j) { return std::unique_lock<std::mutex>(ports_[j].lock); }
+
  private:
+  struct Port {  // one replica's hand-over, guarded by `lock`
+    std::mutex lock;
+    std::condition_variable handed;
+    bool in_step = false, asked = false, delivered = false, posted = false;
+    std::vector<float> correction;  // posted during a step, added at its end
+  };
+  void snapshot_all();  // every replica's snapshot into snapshot_
+  void correct(size_t j, const float* delta);  // replica j moved by delta, now or at the end of its step
+  void apply();  // the rule, from snapshot_ and sum_
+
   MPI_Comm comm_ = MPI_COMM_NULL;
   int size_ = 1;       // ranks
   float replicas_ = 1;  // N: replicas of all ranks
   std::vector<ShadowReplica> mine_;
+  std::deque<Port> ports_;  // one per replica
   size_t n_;
   double pause_ms_;
   ShadowRule rule_;
   // snapshot_: each replica's n floats; local_: their sum and the done flag
   // (with one replica, snapshot_ itself); sum_: local_ summed over the ranks.
-  std::vector<float> snapshot_, local_, sum_;
+  std::vector<float> snapshot_, local_, sum_, delta_;
   std::vector<float> shared_, update_;  // elastic: the centre; block-momentum: the global model and D
-  void apply();  // the rule, from snapshot_ and sum_, each replica under its lock
-  std::atomic<bool> done_{false}, never_{false};
+  std::atomic<bool> done_{false};
+  std::atomic<bool> abandon_{false};  // raised by the destructor without finish: the thread's waits give up
+  bool cancelled_ = false;            // the thread gave up a round (its allreduce is still pending)
   std::atomic<int64_t> rounds_{0};
   std::thread thread_;
 };

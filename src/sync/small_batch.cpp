@@ -160,8 +160,8 @@ class LearnerRun final : public RunSteps {
   int64_t remaining_batches() const {  // learner batches still to take, all ranks
     return job_.steps > 0 ? (job_.steps - iteration_) * per_iteration() : total_batches_ - batches_;
   }
-  std::unique_lock<std::mutex> replica_guard(int learner);  // the strategy's lock of that replica, held; or none
-  std::vector<std::unique_lock<std::mutex>> all_replicas_guard();  // every replica's
+  // Every replica held still against the strategy's own thread (hold_replica).
+  std::vector<std::unique_lock<std::mutex>> hold_replicas();
 
   Learner& new_learner();
   void add_learner();  // starting from the strategy's starting_values
@@ -215,7 +215,6 @@ LearnerRun::LearnerRun(const JobConfig& job)
   r_.forward_gflop_per_sample = first.model().forward_flops_per_sample() / 1e9;
   const size_t n = first.model().param_count();
   team_.n = n;
-  team_.lock = [this](int learner) { return strategy_->replica_lock(learner); };
   data_ = load_job_data(job, first.model());
   sampler_.emplace(data_.train.size(), b_, job.seed);
   per_epoch_ = sampler_->steps_per_epoch();
@@ -228,14 +227,9 @@ LearnerRun::LearnerRun(const JobConfig& job)
   current_state_.resize(first.model().state().size());
 }
 
-std::unique_lock<std::mutex> LearnerRun::replica_guard(int learner) {
-  std::mutex* lock = strategy_->replica_lock(learner);
-  return lock ? std::unique_lock<std::mutex>(*lock) : std::unique_lock<std::mutex>();
-}
-
-std::vector<std::unique_lock<std::mutex>> LearnerRun::all_replicas_guard() {
+std::vector<std::unique_lock<std::mutex>> LearnerRun::hold_replicas() {
   std::vector<std::unique_lock<std::mutex>> guards;
-  for (int j = 0; j < static_cast<int>(learners_.size()); ++j) guards.push_back(replica_guard(j));
+  for (int j = 0; j < static_cast<int>(learners_.size()); ++j) guards.push_back(strategy_->hold_replica(j));
   return guards;
 }
 
@@ -306,12 +300,18 @@ double LearnerRun::step_learners(float lr) {
     ctx.seed = job_.seed;
     ctx.step = batches_ + w_.rank * k + j;  // dropout masks differ per learner batch
     ctx.loss_scale = 1.0 / b_;
-    std::unique_lock<std::mutex> guard = replica_guard(j);
-    if (!l.device_step) l.params_to_device();
-    l.loss = l.exec->forward(b_, l.images.data(), l.labels.data(), ctx);
-    l.exec->backward(ctx);
-    if (!l.device_step) l.gradients_to_host();
-    strategy_->learner_step(l, lr);
+    strategy_->learner_begins(j);
+    try {
+      if (!l.device_step) l.params_to_device();
+      l.loss = l.exec->forward(b_, l.images.data(), l.labels.data(), ctx);
+      l.exec->backward(ctx);
+      if (!l.device_step) l.gradients_to_host();
+      strategy_->learner_step(l, lr);
+    } catch (...) {
+      strategy_->learner_ends(j, false);
+      throw;
+    }
+    strategy_->learner_ends(j, true);
   });
   double loss = 0;
   for (auto& l : learners_) loss += l->loss / k;
@@ -333,12 +333,12 @@ bool LearnerRun::evaluate_now(bool last) {
   if (!data_.has_test || !(due || last)) return false;
   next_eval_ += eval_step_;
   const auto e0 = Clock::now();
-  team_.to_host();
-  const float* model = strategy_->job_model(team_, current_);
-  const float* state = team_.mean(current_state_, [](Learner& l) { return l.model().state().data(); });
   EvalPoint p;
   {
-    std::unique_lock<std::mutex> guard = replica_guard(0);  // no background move of the swapped-in model
+    const auto held = hold_replicas();  // the replicas read and learner 0's model swapped out and back
+    team_.to_host();
+    const float* model = strategy_->job_model(team_, current_);
+    const float* state = team_.mean(current_state_, [](Learner& l) { return l.model().state().data(); });
     p = evaluate_learner(team_.first(), model, state, data_.test, job_);
   }
   p.step = iteration_;
@@ -348,10 +348,10 @@ bool LearnerRun::evaluate_now(bool last) {
 
 // Collective: the job's model, every replica and the strategy's part.
 void LearnerRun::save_checkpoint() {
+  const auto held = hold_replicas();  // the replicas stay still from the copies to the file
   team_.to_host();
   const float* model = strategy_->job_model(team_, current_);
   const float* state = team_.mean(current_state_, [](Learner& l) { return l.model().state().data(); });
-  const auto guards = all_replicas_guard();  // the replicas stay still
   LearnerProgress p{sc_.strategy, iteration_,       batches_, static_cast<int>(learners_.size()) * w_.size,
                     job_.seed,    0.0f,             tuner_->active(), run_history(r_, wall())};
   strategy_->save(p);
@@ -389,6 +389,7 @@ TrainResult LearnerRun::run() {
   resume();
   strategy_->begin(team_);
   print_banner();
+  inject_failure_from_env(*this, "BURSTPOOL_TEST_FAIL");
   run_loop(*this);
   finish();
   return r_;

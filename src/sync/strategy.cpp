@@ -12,11 +12,8 @@ void LearnerTeam::to_host() {
 
 const float* LearnerTeam::mean(std::vector<float>& out, float* (*of)(Learner&)) {
   std::fill(out.begin(), out.end(), 0.0f);
-  for (size_t j = 0; j < all.size(); ++j) {
-    std::mutex* guarded = lock ? lock(static_cast<int>(j)) : nullptr;
-    std::unique_lock<std::mutex> guard;
-    if (guarded) guard = std::unique_lock<std::mutex>(*guarded);
-    const float* values = of(*all[j]);
+  for (auto& l : all) {
+    const float* values = of(*l);
     for (size_t i = 0; i < out.size(); ++i) out[i] += values[i];
   }
   sum_over_world(out.data(), out.size());

@@ -15,7 +15,6 @@
 //
 // This header is internal (it exposes the Learner, src/sync/learners.hpp).
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,8 +35,6 @@ class LearnerTeam {
   std::vector<std::unique_ptr<Learner>>& all;
   size_t n = 0;  // parameters per replica (set once learner 0 exists)
   Learner& first() { return *all[0]; }
-  // Held while the host reads replica j (the strategy's replica_lock(j), if any).
-  std::function<std::mutex*(int)> lock;
 
   // Every replica's host copies made current, before the host reads them.
   void to_host();
@@ -70,19 +67,23 @@ class SyncStrategy {
   virtual const float* starting_values(LearnerTeam& team);
   // On the loop's thread before the learners of an iteration at rate lr run.
   virtual void before_iteration(LearnerTeam&, float /*lr*/) {}
-  // One learner's update after its backward, on that learner's thread (the
-  // loop holds replica_lock meanwhile). With l.device_step the gradients are
-  // on the device, else in the host Model's grads.
+  // Learner j's step on its own thread: learner_begins(j), its forward and
+  // backward, learner_step (its update: with l.device_step the gradients are
+  // on the device, else in the host Model's grads), then learner_ends(j),
+  // also when the step threw (completed false). Between begins and ends the
+  // replica is that thread's alone.
+  virtual void learner_begins(int /*learner*/) {}
   virtual void learner_step(Learner& l, float lr) = 0;
+  virtual void learner_ends(int /*learner*/, bool /*completed*/) {}
   // Collective, after every learner of iteration `iteration` (0-based) stepped.
   virtual void after_iteration(LearnerTeam&, int64_t /*iteration*/) {}
   // The model the job stands for (collective; replicas on the host): default
   // the mean of every replica, in `buffer`.
   virtual const float* job_model(LearnerTeam& team, std::vector<float>& buffer);
-  // A lock per learner that the loop holds around that learner's work and
-  // the host's reads of its replica: for a strategy whose own thread moves
-  // the replicas (shadow). nullptr: none.
-  virtual std::mutex* replica_lock(int /*learner*/) { return nullptr; }
+  // For a strategy whose own thread moves the replicas outside their steps
+  // (shadow): held by the loop while it reads or changes replica j between
+  // steps (evaluation, checkpoints). Default: nothing to hold.
+  virtual std::unique_lock<std::mutex> hold_replica(int /*learner*/) { return {}; }
   // What checkpoints keep beyond the replicas: vectors the same on every
   // rank, and the progress fields the strategy owns (LearnerProgress::reset_lr).
   virtual std::vector<StrategyVector> checkpoint_vectors() { return {}; }

@@ -110,9 +110,12 @@ sys.exit(0 if all(checks.values()) else 1)
 PY
 
 # 3b. shadow with 2 learners per rank on 2 ranks: four trainers, each stepping
-#     on its own thread, averaged in the background; the loss falls.
+#     on its own thread, averaged in the background; the loss falls. Again
+#     with the replicas on the twin device (the thread's hand-overs there).
 train shadow-2x2 2 --set sync.strategy=shadow --set sync.learners=2 --set train.epochs=1
-python3 - "$work/shadow-2x2.json" <<'PY' && echo "ok   shadow with 2 learners per rank trains" || fail "shadow 2x2: metrics wrong"
+train shadow-twin 2 --set sync.strategy=shadow --set sync.learners=2 --set train.epochs=1 --set job.device=twin
+for run in shadow-2x2 shadow-twin; do
+  python3 - "$work/$run.json" <<'PY' && echo "ok   $run: shadow with 2 learners per rank trains" || fail "$run: metrics wrong"
 import json, sys
 m = json.load(open(sys.argv[1]))
 assert m["learners_per_rank"] == 2, m["learners_per_rank"]
@@ -120,6 +123,7 @@ assert m["shadow_rounds"] >= 1, m
 losses = [e["test_loss"] for e in m["evaluations"]]
 assert losses[-1] < losses[0], losses
 PY
+done
 
 # 4. Refused settings name the key.
 expect() {  # expect NAME PATTERN ARGS...

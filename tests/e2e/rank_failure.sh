@@ -55,6 +55,16 @@ rc=$?
 took=$(($(date +%s) - start))
 expect_failure "one rank throws" "error on rank 1 .*test failure injected at training step 20"
 
+# 1c. The same with shadow learners, whose averaging thread runs rounds with
+#     the other ranks': the failing rank's thread gives up its round rather
+#     than waiting for ranks that will not finish theirs.
+start=$(date +%s)
+BURSTPOOL_TEST_FAIL=1:20 timeout 60 mpirun -np 2 -x BURSTPOOL_TEST_FAIL "$bin" train "$work/job.ini" \
+  --set sync.strategy=shadow --set sync.learners=2 >"$work/out" 2>"$work/err"
+rc=$?
+took=$(($(date +%s) - start))
+expect_failure "shadow: one rank throws" "error on rank 1 .*test failure injected at training iteration 20"
+
 # 2. One rank is killed with SIGKILL mid-training.
 timeout 120 mpirun -np 2 "$bin" train "$work/job.ini" >"$work/out2" 2>"$work/err2" &
 launcher=$!

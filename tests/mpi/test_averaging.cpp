@@ -9,6 +9,9 @@
 #include <thread>
 #include <vector>
 
+#include "burstpool/device_model.hpp"
+#include "burstpool/model.hpp"
+#include "burstpool/model_io.hpp"
 #include "burstpool/sma.hpp"
 #include "sync/shadow.hpp"
 
@@ -61,8 +64,7 @@ TEST(Averaging, ShadowBringsDivergedModelsTogether) {
   const int rank = rank_of(), size = size_of(), n = 1000;
   std::vector<float> params(n);
   for (int i = 0; i < n; ++i) params[i] = static_cast<float>(rank * 3 + 1) * std::sin(0.01f * i);  // diverged
-  std::mutex lock;
-  ShadowAverager shadow(MPI_COMM_WORLD, params.data(), n, lock, 0.0);
+  ShadowAverager shadow(MPI_COMM_WORLD, {host_replica(params.data(), n)}, n, 0.0);
   shadow.start();
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   shadow.finish();
@@ -74,16 +76,17 @@ TEST(Averaging, ShadowBringsDivergedModelsTogether) {
 }
 
 // Training goes on while shadow averages: local changes made between a
-// snapshot and its average are kept (w = w - snapshot + average).
+// snapshot and its average are kept (w = w - snapshot + average), with the
+// thread's work handed over at the ends of the trainer's steps.
 TEST(Averaging, ShadowKeepsLocalProgressMadeDuringARound) {
   const int rank = rank_of(), n = 64;
   std::vector<float> params(n, static_cast<float>(rank));
-  std::mutex lock;
-  ShadowAverager shadow(MPI_COMM_WORLD, params.data(), n, lock, 0.0);
+  ShadowAverager shadow(MPI_COMM_WORLD, {host_replica(params.data(), n)}, n, 0.0);
   shadow.start();
   for (int step = 0; step < 200; ++step) {  // a "trainer": every step adds 0.001 to every parameter
-    std::lock_guard<std::mutex> guard(lock);
+    shadow.begin_step(0);
     for (float& p : params) p += 0.001f;
+    shadow.end_step(0);
   }
   shadow.finish();
   // The average of the starting values is (size-1)/2; each rank added 0.2 in total, and averaging keeps the mean.
@@ -93,12 +96,76 @@ TEST(Averaging, ShadowKeepsLocalProgressMadeDuringARound) {
   EXPECT_NEAR(sum[0] / size, (size - 1) / 2.0 + 0.2, 1e-3);
 }
 
+// The hand-over, step by step: replicas a (4r) and b (4r + 2) are both in a
+// step when a round starts (mean c = 2(ranks - 1) + 1). The round waits for
+// their snapshots without touching them; a hands its over and starts its
+// next step at once, so its correction is held for the end of that step,
+// while b, which hands over and stays out of a step, is corrected at once.
+TEST(Averaging, ShadowHandsOverAtTheEndsOfSteps) {
+  const double c = 2.0 * (size_of() - 1) + 1, r4 = 4.0 * rank_of();
+  std::vector<float> a(8, static_cast<float>(r4)), b(8, static_cast<float>(r4 + 2));
+  ShadowAverager shadow(MPI_COMM_WORLD, {host_replica(a.data(), a.size()), host_replica(b.data(), b.size())},
+                        a.size(), 0.0);
+  shadow.begin_step(0);
+  shadow.begin_step(1);
+  std::thread round([&] { shadow.round(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(shadow.rounds(), 0) << "the round went on without the snapshots of replicas in a step";
+  for (float& p : a) p += 1;  // the steps' own progress
+  for (float& p : b) p += 1;
+  shadow.end_step(0);  // a's snapshot: 4r + 1
+  shadow.begin_step(0);
+  shadow.end_step(1);  // b's: 4r + 3; the round goes on
+  round.join();
+  for (float p : b) EXPECT_NEAR(p, c + 1, 1e-5) << "b, out of a step, is moved by the round itself";
+  for (float p : a) EXPECT_EQ(p, static_cast<float>(r4 + 1)) << "a, in its step, is not touched";
+  for (float& p : a) p += 1;
+  shadow.end_step(0);  // a = (4r + 2) + (c + 1) - (4r + 1)
+  for (float p : a) EXPECT_NEAR(p, c + 2, 1e-5) << "a's correction is added at the end of its step";
+}
+
+// Shadow on a device (the twin): replicas start diverged on each rank's
+// device; a trainer adds 0.001 per step on the device while the thread
+// averages. Averaging keeps the sum of the ranks' progress, one more round
+// brings every rank to the mean, and the parameters cross to the host once
+// per round (its snapshot), never per step; each correction goes up once.
+TEST(Averaging, ShadowOnADeviceKeepsProgressAndMeetsAtTheMean) {
+  const int rank = rank_of(), size = size_of();
+  Model host(parse_model_ini("[data]\ntype = input\nshape = 40\n[fc]\ntype = linear\ninputs = data\n"
+                             "out_features = 10\n[loss]\ntype = softmax_cross_entropy\ninputs = fc\n",
+                             "shadow_twin.ini"),
+             2, 7);
+  TwinCounts counts;
+  std::unique_ptr<DeviceModel> twin = make_twin_model(host, {false, &counts});
+  const size_t n = host.param_count();
+  std::vector<float> start(n), step(n, 0.001f), out(n);
+  for (size_t i = 0; i < n; ++i) start[i] = static_cast<float>(rank * 3 + 1) * std::sin(0.01f * i);
+  using B = DeviceModel::Buffer;
+  twin->copy_in(B::parameters, -1, 0, start.data(), n);
+  twin->copy_in(B::scratch_b, -1, 0, step.data(), n);
+  ShadowAverager shadow(MPI_COMM_WORLD, {device_replica(*twin, n)}, n, 0.0);
+  const TwinCounts before = counts;
+  shadow.start();
+  for (int k = 0; k < 200; ++k) {
+    shadow.begin_step(0);
+    twin->axpby(1.0f, B::scratch_b, 1.0f, B::parameters);
+    shadow.end_step(0);
+  }
+  const int64_t rounds = shadow.finish() + 1;
+  shadow.round();
+  EXPECT_EQ(counts.parameter_copies - before.parameter_copies, static_cast<size_t>(rounds));
+  EXPECT_EQ(counts.floats_in - before.floats_in, rounds * n) << "one correction up per round";
+  twin->copy_out(B::parameters, -1, 0, out.data(), n);
+  double mean_factor = 0;
+  for (int r = 0; r < size; ++r) mean_factor += (r * 3 + 1) / static_cast<double>(size);
+  for (size_t i = 0; i < n; i += 37) EXPECT_NEAR(out[i], mean_factor * std::sin(0.01f * i) + 0.2, 1e-3) << i;
+}
+
 // Rank r starts at 4r (mean c = 2(N-1)); before each of 4 rounds every rank
 // adds `progress` to its model, and the round runs with no training beside it.
 std::vector<float> run_rounds(ShadowRule rule, float progress, int rounds = 4) {
   std::vector<float> params(8, 4.0f * rank_of());
-  std::mutex lock;
-  ShadowAverager shadow(MPI_COMM_WORLD, params.data(), params.size(), lock, 0.0, rule);
+  ShadowAverager shadow(MPI_COMM_WORLD, {host_replica(params.data(), params.size())}, params.size(), 0.0, rule);
   for (int k = 0; k < rounds; ++k) {
     for (float& p : params) p += progress;
     shadow.round();
@@ -147,11 +214,11 @@ TEST(Averaging, ShadowAveragesEveryReplicaOfEveryRank) {
   const double c = 2.0 * (size_of() - 1) + 1;
   for (ShadowRule::Kind kind : {ShadowRule::Kind::average, ShadowRule::Kind::elastic}) {
     std::vector<float> a(8, 4.0f * rank_of()), b(8, 4.0f * rank_of() + 2);
-    std::mutex la, lb;
     ShadowRule rule;
     rule.kind = kind;
     rule.alpha = 0.25f;
-    ShadowAverager shadow(MPI_COMM_WORLD, {{a.data(), &la}, {b.data(), &lb}}, a.size(), 0.0, rule);
+    ShadowAverager shadow(MPI_COMM_WORLD, {host_replica(a.data(), a.size()), host_replica(b.data(), b.size())},
+                          a.size(), 0.0, rule);
     const int rounds = kind == ShadowRule::Kind::average ? 1 : 4;
     for (int k = 0; k < rounds; ++k) shadow.round();
     const double shrink = kind == ShadowRule::Kind::average ? 0.0 : std::pow(0.75, 4);
@@ -171,8 +238,7 @@ TEST(Averaging, ShadowBlockMomentumFiltersTheBlockUpdate) {
   rule.block_lr = 1.0f;
   const int size = size_of();
   std::vector<float> params(8, 4.0f * rank_of());
-  std::mutex lock;
-  ShadowAverager shadow(MPI_COMM_WORLD, params.data(), params.size(), lock, 0.0, rule);
+  ShadowAverager shadow(MPI_COMM_WORLD, {host_replica(params.data(), params.size())}, params.size(), 0.0, rule);
   for (int k = 0; k < 4; ++k) {
     for (float& p : params) p += static_cast<float>(rank_of() + 1);
     shadow.round();
