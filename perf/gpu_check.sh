@@ -14,7 +14,8 @@
 #              peak GPU memory; 2 alternating rounds; precision.json;
 #   learners   sma learners auto-tuned on the GPU (up to 4), the average model
 #              kept on the device against sent up every step, learner batch
-#              16 and 32;
+#              16 and 32; then shadow with 1 and 2 learners, replicas on the
+#              GPU (samples/s and averaging rounds);
 #   tests      the CUDA layers and model against their CPU twins;
 #   layers     the per-layer benchmark at batch 32 (LeNet-5's chosen cuDNN
 #              algorithms; vgg16 with each [job] cudnn_algorithms choice named
@@ -350,14 +351,30 @@ check_learners() {
       echo "sma learners $where batch $batch: exit $?" | tee -a "$log"
     done
   done
+  # shadow: the replicas stay on the GPU; a round downloads a snapshot and
+  # uploads a correction per replica at the end of one of its steps.
+  local k
+  for batch in 16 32; do
+    for k in 1 2; do
+      fits 30 "shadow learners $k batch $batch" || continue
+      timeout "$(limit 60)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini \
+        --set job.model=$PWD/jobs/models/vgg_small.ini --set data.source=synthetic \
+        --set data.synthetic_train_samples=4096 --set data.synthetic_test_samples=0 --set job.device=cuda \
+        --set train.learner_batch_size=$batch --steps 300 --set train.log_every=100 --set sync.strategy=shadow \
+        --set sync.learners=$k --set optimizer.nesterov=false \
+        --metrics "/tmp/gpu-run/learners_shadow${k}_$batch.json" >>"$log" 2>&1
+      echo "shadow learners $k batch $batch: exit $?" | tee -a "$log"
+    done
+  done
   python3 - "$out/learners_cuda.json" <<'PY' 2>&1 | tee -a "$log"
 import glob, json, os, re, sys
 summary = {}
 for path in sorted(glob.glob("/tmp/gpu-run/learners_*_*.json")):
-    where, batch = re.match(r".*/learners_(device|host)_(\d+)\.json", path).groups()
+    where, batch = re.match(r".*/learners_(device|host|shadow\d)_(\d+)\.json", path).groups()
     m = json.load(open(path))
-    summary[f"{where} batch {batch}"] = {"trials": m["learner_tuning"], "chosen_learners": m["learners_per_rank"],
-                                         "samples_per_second": m["samples_per_second"]}
+    summary[f"{where} batch {batch}"] = {"trials": m.get("learner_tuning"), "chosen_learners": m["learners_per_rank"],
+                                         "samples_per_second": m["samples_per_second"],
+                                         "shadow_rounds": m.get("shadow_rounds")}
 json.dump(summary, open(sys.argv[1], "w"), indent=1)
 for k, v in summary.items():
     print(k, v)
