@@ -40,7 +40,11 @@ JOB
 foreground_with_background() {
   background_job "$work/bg_$1.ini" "$1"
   sed 's/^steps = 20$/steps = 200/' "$work/job.ini" >"$work/fg_$1.ini"
-  printf '[background]\njob = %s\ncalibrate_steps = 5\n' "$work/bg_$1.ini" >>"$work/fg_$1.ini"
+  # The gate's policy is multiplex.sh's to test; here the device's plumbing. With
+  # one core per rank on a busy machine the foreground slows past the default
+  # max_slowdown (1.1) and the gate rightly holds the background back, so it is
+  # opened wide: the background must get steps and learn.
+  printf '[background]\njob = %s\ncalibrate_steps = 5\nmax_slowdown = 10\n' "$work/bg_$1.ini" >>"$work/fg_$1.ini"
 }
 two() { timeout 120 mpirun -np 2 "$bin" train "$@"; }
 # The GPU with cuDNN algorithms that sum directly, whose results are within
