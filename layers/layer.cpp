@@ -1,6 +1,9 @@
 #include "burstpool/layer.hpp"
 
+#include <utility>
+
 #include "burstpool/error.hpp"
+#include "layers/bf16.hpp"
 
 namespace burstpool {
 
@@ -28,6 +31,23 @@ void Layer::bind(std::vector<Tensor> params, std::vector<Tensor> grads, std::vec
   state_ = std::move(state);
 }
 
+template <class Impl>
+void Layer::in_precision(const Context& ctx, Impl&& impl) {
+  const bool products = kind_ == LayerKind::linear || kind_ == LayerKind::conv2d;
+  if (ctx.precision == Precision::fp32 || !products || params_.empty()) {
+    impl();
+    return;
+  }
+  if (bf16_weight_.size() != params_[0].size()) bf16_weight_ = Tensor::zeros(params_[0].shape());
+  bf16_round(params_[0].data(), bf16_weight_.data(), params_[0].size());
+  struct Swap {  // the master weights come back however impl ends
+    Layer& l;
+    explicit Swap(Layer& layer) : l(layer) { std::swap(l.params_[0], l.bf16_weight_); }
+    ~Swap() { std::swap(l.params_[0], l.bf16_weight_); }
+  } swap(*this);
+  impl();
+}
+
 void Layer::forward(const std::vector<const Tensor*>& in, Tensor& out, const Context& ctx) {
   BP_CHECK(in.size() == in_shapes_.size(), "layer '{}': {} inputs, expected {}", name_, in.size(),
            in_shapes_.size());
@@ -39,7 +59,8 @@ void Layer::forward(const std::vector<const Tensor*>& in, Tensor& out, const Con
   if (!is_loss())
     BP_CHECK(out.shape() == out_shape_.with_batch(n), "layer '{}': output is {}, expected {}", name_,
              out.shape().str(), out_shape_.with_batch(n).str());
-  forward_impl(in, out, ctx);
+  in_precision(ctx, [&] { forward_impl(in, out, ctx); });
+  if (ctx.precision == Precision::bf16 && !is_loss()) bf16_round(out.data(), out.size());
 }
 
 void Layer::backward(const std::vector<const Tensor*>& in, const Tensor& out, const Tensor& dout,
@@ -52,7 +73,15 @@ void Layer::backward(const std::vector<const Tensor*>& in, const Tensor& out, co
     if (din[i].tensor)
       BP_CHECK(din[i].tensor->shape() == in[i]->shape(), "layer '{}': input gradient {} vs input {}",
                name_, din[i].tensor->shape().str(), in[i]->shape().str());
-  backward_impl(in, out, dout, din, ctx);
+  if (ctx.precision == Precision::fp32 || is_loss()) {  // the loss's own gradient stays fp32
+    in_precision(ctx, [&] { backward_impl(in, out, dout, din, ctx); });
+    return;
+  }
+  thread_local Tensor rounded;  // the gradient received, in bf16 (one buffer per thread, grown as needed)
+  if (rounded.size() < dout.size()) rounded = Tensor::zeros(dout.shape());
+  Tensor dout_bf16 = rounded.view(dout.shape());
+  bf16_round(dout.data(), dout_bf16.data(), dout.size());
+  in_precision(ctx, [&] { backward_impl(in, out, dout_bf16, din, ctx); });
 }
 
 }  // namespace burstpool

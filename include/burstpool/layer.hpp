@@ -62,6 +62,13 @@ struct ParamSpec {
   int fan_in = 1;    // for kaiming_uniform
 };
 
+// The arithmetic of the CPU layers ([job] precision; layers/bf16.hpp).
+// bf16: each layer's output and the gradient it receives are rounded to
+// bf16, and linear and conv2d layers use their weights rounded to bf16
+// (so their products take bf16 inputs and sum in fp32); the weights
+// themselves, their gradients, batch-norm statistics and the loss stay fp32.
+enum class Precision { fp32, bf16 };
+
 // Per-step information the model passes to every layer.
 struct Context {
   bool training = true;
@@ -70,6 +77,7 @@ struct Context {
   int64_t sample_offset = 0;   // global index of the first local sample
   const int32_t* labels = nullptr;  // local labels, for the loss layer
   double loss_scale = 1.0;     // the loss is sum(local losses) * loss_scale (1/global batch)
+  Precision precision = Precision::fp32;
   // Sums `count` doubles over every rank holding the same layer (batch-norm
   // statistics under burst parallelism). Null: this rank holds the whole batch.
   std::function<void(double* values, size_t count)> sum_over_group;
@@ -140,7 +148,12 @@ class Layer {
 
  private:
   friend std::unique_ptr<Layer> make_layer(const LayerSpec& spec);
+  // Runs `impl` with the context's precision: for bf16, a linear or conv2d
+  // layer's weights (params_[0]) are a rounded copy while it runs.
+  template <class Impl>
+  void in_precision(const Context& ctx, Impl&& impl);
   LayerKind kind_ = LayerKind::input;  // set by make_layer, from the registry
+  Tensor bf16_weight_;                 // the rounded copy (bf16, made at first use)
 };
 
 // Builds the layer a LayerSpec describes; throws Error naming file:line for

@@ -61,6 +61,10 @@ void use_job_device(const JobConfig& job, Executor& exec, bool background = fals
 // is kept (cudnn_algorithms is not measured, cudnn_cache = none, or no path).
 std::string cudnn_cache_file(const JobConfig& job);
 
+// What every step and evaluation of a job starts from: its seed and its
+// [job] precision (the CPU layers' arithmetic; tf32 is the GPU's alone).
+Context job_context(const JobConfig& job);
+
 class TrainingSession {
  public:
   // Collective over `comm`: builds the executor for `plan` (validated here

@@ -100,8 +100,8 @@ TrainResult start_result(const JobConfig& job);
 // plan over the world, or a learner's replica on its own rank). Collective
 // over the world: each rank passes its own range (the whole test set when
 // exec spans the world) and the counts are summed; the loss is the mean over
-// the test set.
-EvalPoint evaluate_test_set(Executor& exec, const Dataset& test, size_t lo, size_t hi, uint64_t seed);
+// the test set. `base`: the job's context (job_context), eval mode is set here.
+EvalPoint evaluate_test_set(Executor& exec, const Dataset& test, size_t lo, size_t hi, const Context& base);
 
 // Both trainers after an evaluation: records it in r (evaluation seconds
 // included), prints it on rank 0 ("eval @ <unit> <p.step>"), and notes the

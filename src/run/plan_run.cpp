@@ -46,7 +46,7 @@ void share_statistics(const JobConfig& job, Executor& exec) {
 // Test-set accuracy and mean loss through the same plan as training.
 EvalPoint evaluate_plan(Executor& exec, const Dataset& test, const JobConfig& job) {
   share_statistics(job, exec);
-  return evaluate_test_set(exec, test, 0, test.size(), job.seed);
+  return evaluate_test_set(exec, test, 0, test.size(), job_context(job));
 }
 
 Plan plan_for(const JobConfig& job, const ModelSpec& spec, int world_size, TrainResult& r) {

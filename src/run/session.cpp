@@ -137,7 +137,7 @@ TrainingSession::TrainingSession(const JobConfig& job, const ModelSpec& spec, co
   schedule_ = job.schedule;
   schedule_.total_steps = total_;
   sgd_ = std::make_unique<Sgd>(model(), job.sgd);
-  ctx_.seed = job.seed;
+  ctx_ = job_context(job);
   ctx_.loss_scale = 1.0 / job.batch_size;
 }
 
@@ -164,6 +164,13 @@ void TrainingSession::apply(int64_t step) {
   const auto t1 = std::chrono::steady_clock::now();
   if (exec_->traced()) tracer().span(Track::main, "sgd update", t0, t1, true);
   exec_->times().compute += std::chrono::duration<double>(t1 - t0).count();
+}
+
+Context job_context(const JobConfig& job) {
+  Context ctx;
+  ctx.seed = job.seed;
+  ctx.precision = job.precision == "bf16" ? Precision::bf16 : Precision::fp32;
+  return ctx;
 }
 
 std::string cudnn_cache_file(const JobConfig& job) {

@@ -74,15 +74,14 @@ TrainResult train(const JobConfig& job) {
   return job.sync.strategy == "ssgd" ? train_plan(job) : train_small_batch(job);
 }
 
-EvalPoint evaluate_test_set(Executor& exec, const Dataset& test, size_t lo, size_t hi, uint64_t seed) {
+EvalPoint evaluate_test_set(Executor& exec, const Dataset& test, size_t lo, size_t hi, const Context& base) {
   Model& m = exec.model();
   const int k = m.classes(), chunk = exec.plan().global_batch;
   std::vector<uint32_t> idx(chunk);
   std::vector<float> images;
   std::vector<int32_t> labels;
-  Context ctx;
+  Context ctx = base;
   ctx.training = false;
-  ctx.seed = seed;
   ctx.loss_scale = 1.0 / static_cast<double>(test.size());
   double correct = 0, loss = 0;
   for (size_t start = lo; start < hi; start += chunk) {

@@ -55,7 +55,7 @@ EvalPoint evaluate_learner(Learner& learner, const float* params, const float* s
   learner.sync_device();
   const WorldInfo& w = world();
   const EvalPoint p = evaluate_test_set(*learner.exec, test, test.size() * w.rank / w.size,
-                                        test.size() * (w.rank + 1) / w.size, job.seed);
+                                        test.size() * (w.rank + 1) / w.size, job_context(job));
   std::copy(own.begin(), own.end(), m.params().data());
   std::copy(own_state.begin(), own_state.end(), m.state().data());
   learner.sync_device();
@@ -296,8 +296,7 @@ double LearnerRun::step_learners(float lr) {
   pool_.run(k, [&](int j) {
     omp_set_num_threads(std::max(1, r_.threads / k));  // the learners share the rank's threads
     Learner& l = *learners_[j];
-    Context ctx;
-    ctx.seed = job_.seed;
+    Context ctx = job_context(job_);
     ctx.step = batches_ + w_.rank * k + j;  // dropout masks differ per learner batch
     ctx.loss_scale = 1.0 / b_;
     strategy_->learner_begins(j);
