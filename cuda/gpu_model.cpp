@@ -171,6 +171,7 @@ void GpuModel::upload_batch(const float* images, int images_n, const int32_t* la
   const size_t in = static_cast<size_t>(images_n) * host_.sample_shape().per_sample();
   if (in > 0)
     BP_CUDA_CHECK(cudaMemcpyAsync(acts_[host_.input_layer()], images, in * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  if (ctx.precision == Precision::bf16) bf16_round(acts_[host_.input_layer()], acts_[host_.input_layer()], in, stream_);
   if (labels_n > 0)
     BP_CUDA_CHECK(cudaMemcpyAsync(labels_, labels, labels_n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
   if (ctx.training) write_dropout_keys(ctx);
@@ -190,6 +191,7 @@ void GpuModel::download_to(float* host, const float* from, size_t floats) const 
 
 void GpuModel::forward_layer(int layer, const burstpool::Context& ctx) {
   use_device();
+  prepare_precision(ctx);
   layer_n_[layer] = host_.layer_batch(layer);
   next_piece();
   launch_forward(layer, ctx);
@@ -197,6 +199,7 @@ void GpuModel::forward_layer(int layer, const burstpool::Context& ctx) {
 
 void GpuModel::backward_layer(int layer, const burstpool::Context& ctx) {
   use_device();
+  prepare_precision(ctx);
   layer_n_[layer] = host_.layer_batch(layer);
   next_piece();
   launch_backward(layer, ctx);
@@ -403,6 +406,7 @@ void GpuModel::gradients(float* host) const { download_to(host, grads_, host_.pa
 float GpuModel::forward(int batch, const float* images, const int32_t* labels, const burstpool::Context& base) {
   use_device();
   BP_CHECK(batch >= 1 && batch <= host_.max_batch(), "batch {} outside 1..{}", batch, host_.max_batch());
+  prepare_precision(base);
   batch_ = batch;
   upload_batch(images, batch, labels, batch, base);
   std::fill(layer_n_.begin(), layer_n_.end(), batch);
@@ -444,7 +448,32 @@ Geometry2d GpuModel::LayerView::geometry() const {
   return g;
 }
 
+void GpuModel::prepare_precision(const burstpool::Context& ctx) {
+  if (ctx.precision == Precision::bf16 && !bf16_weights_) bf16_weights_ = device(host_.param_count());
+}
+
+const float* GpuModel::product_weights(int i, const LayerView& v, size_t weights, const burstpool::Context& ctx) {
+  if (ctx.precision != Precision::bf16) return v.p;
+  float* rounded = bf16_weights_ + host_.param_range(i).first;
+  bf16_round(v.p, rounded, weights, stream_);
+  return rounded;
+}
+
 void GpuModel::launch_forward(int i, const burstpool::Context& ctx) {
+  launch_layer_forward(i, ctx);
+  const Layer& l = host_.layer(i);
+  if (ctx.precision == Precision::bf16 && !l.is_loss())
+    bf16_round(acts_[i], acts_[i], l.output_shape().per_sample() * layer_n_[i], stream_);
+}
+
+void GpuModel::launch_backward(int i, const burstpool::Context& ctx) {
+  const Layer& l = host_.layer(i);
+  if (ctx.precision == Precision::bf16 && !l.is_loss())  // the gradient it receives, complete now
+    bf16_round(act_grads_[i], act_grads_[i], l.output_shape().per_sample() * layer_n_[i], stream_);
+  launch_layer_backward(i, ctx);
+}
+
+void GpuModel::launch_layer_forward(int i, const burstpool::Context& ctx) {
   const LayerView v = view(i);
   const int n = v.n;
   const Shape &in = v.in, &out = v.out;
@@ -455,7 +484,8 @@ void GpuModel::launch_forward(int i, const burstpool::Context& ctx) {
       const Geometry2d geo = v.geometry();
       auto& conv = convs_[{i, n}];
       if (!conv) conv = std::make_unique<CudnnConv>(ctx_.cudnn(), geo, conv_algorithms_, tf32_, algorithm_cache_.get());
-      conv->forward(x, p, v.bias(p, geo.weights()), y, ctx_.allocator(), stream_);
+      conv->forward(x, product_weights(i, v, geo.weights(), ctx), v.bias(p, geo.weights()), y, ctx_.allocator(),
+                    stream_);
       return;
     }
     case LayerKind::maxpool2d:
@@ -471,7 +501,9 @@ void GpuModel::launch_forward(int i, const burstpool::Context& ctx) {
     case LayerKind::flatten: return write_grad(y, x, v.out_n, false, stream_);
     case LayerKind::linear: {
       const int fin = static_cast<int>(in.per_sample()), fout = static_cast<int>(out.per_sample());
-      return linear_forward(ctx_.cublas(), x, p, v.bias(p, static_cast<size_t>(fin) * fout), y, n, fin, fout, stream_);
+      const size_t weights = static_cast<size_t>(fin) * fout;
+      return linear_forward(ctx_.cublas(), x, product_weights(i, v, weights, ctx), v.bias(p, weights), y, n, fin, fout,
+                            stream_);
     }
     case LayerKind::dropout:
       if (!ctx.training || v.attrs.p == 0.0f) return write_grad(y, x, v.out_n, false, stream_);
@@ -511,6 +543,7 @@ void GpuModel::launch_forward(int i, const burstpool::Context& ctx) {
 
 void GpuModel::backward(const burstpool::Context& ctx) {
   use_device();
+  prepare_precision(ctx);
   StepGraphs* graphs = step_graphs(ctx);
   run_layers(graphs ? &graphs->backward : nullptr, graphs ? &graphs->backward_warm : nullptr, [&] {
     for (int i = host_.size() - 1; i >= 0; --i)
@@ -523,7 +556,7 @@ void GpuModel::backward(const burstpool::Context& ctx) {
   finish_gradient_sums();
 }
 
-void GpuModel::launch_backward(int i, const burstpool::Context& ctx) {
+void GpuModel::launch_layer_backward(int i, const burstpool::Context& ctx) {
   const LayerView v = view(i);
   const int n = v.n;
   const auto& ins = v.ins;
@@ -539,7 +572,8 @@ void GpuModel::launch_backward(int i, const burstpool::Context& ctx) {
   switch (v.layer.kind()) {
     case LayerKind::conv2d: {
       const Geometry2d geo = v.geometry();
-      return convs_.at({i, n})->backward(x, p, dy, g, v.bias(g, geo.weights()), dx, acc(0), ctx_.allocator(), stream_);
+      return convs_.at({i, n})->backward(x, product_weights(i, v, geo.weights(), ctx), dy, g, v.bias(g, geo.weights()),
+                                         dx, acc(0), ctx_.allocator(), stream_);
     }
     case LayerKind::maxpool2d:
     case LayerKind::avgpool2d:
@@ -556,8 +590,9 @@ void GpuModel::launch_backward(int i, const burstpool::Context& ctx) {
       return;
     case LayerKind::linear: {
       const int fin = static_cast<int>(in.per_sample()), fout = static_cast<int>(out.per_sample());
-      return linear_backward(ctx_.cublas(), x, p, dy, g, v.bias(g, static_cast<size_t>(fin) * fout), dx, acc(0), n, fin,
-                             fout, stream_);
+      const size_t weights = static_cast<size_t>(fin) * fout;
+      return linear_backward(ctx_.cublas(), x, product_weights(i, v, weights, ctx), dy, g, v.bias(g, weights), dx,
+                             acc(0), n, fin, fout, stream_);
     }
     case LayerKind::dropout:
       if (!dx) return;
@@ -639,7 +674,8 @@ std::unique_ptr<DeviceModel> make_cuda_model(Model& model, int local_rank, const
   gpu->set_graphs(options.graphs);
   gpu->set_conv_algorithms(cuda::conv_algorithms(options.conv_algorithms));
   if (!options.cudnn_cache.empty()) gpu->use_algorithm_cache(options.cudnn_cache, local_rank == 0);
-  gpu->set_tf32(options.precision == "tf32");
+  // bf16 too: its products' inputs are bf16 values, which TF32 holds exactly.
+  gpu->set_tf32(options.precision == "tf32" || options.precision == "bf16");
   if (options.background) gpu->set_pieces_in_flight(options.pieces_in_flight);
   return gpu;
 }

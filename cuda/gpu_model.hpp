@@ -85,7 +85,11 @@ class GpuModel final : public DeviceModel {
   // process writes it; one per node), for convolutions set up from now on.
   void use_algorithm_cache(const std::string& path, bool writer);
   // [job] precision: tf32 lets cuBLAS and cuDNN round products' inputs to
-  // TF32 (for layers set up from now on), else fp32 throughout.
+  // TF32 (for layers set up from now on), else fp32 throughout. bf16 is the
+  // Context's (Context::precision, as on the CPU): the batch, each layer's
+  // output and the gradient it receives are rounded to bf16, and linear and
+  // conv2d layers take their weights rounded; with tf32 on, the tensor cores
+  // then multiply bf16 values exactly (a bf16 value is a TF32 value).
   void set_tf32(bool on);
   // With a before-layer hook (a background job's gate): how many of its
   // pieces may be queued on the stream at once (PieceWindow); 1 waits for
@@ -116,8 +120,17 @@ class GpuModel final : public DeviceModel {
   };
   LayerView view(int i) const;
   float* device(size_t floats);
-  void launch_forward(int i, const burstpool::Context& ctx);   // on layer_n_[i] samples
+  // On layer_n_[i] samples, in the context's precision (bf16: the rounding
+  // around launch_layer_forward/backward, which run the layer itself).
+  void launch_forward(int i, const burstpool::Context& ctx);
   void launch_backward(int i, const burstpool::Context& ctx);
+  void launch_layer_forward(int i, const burstpool::Context& ctx);
+  void launch_layer_backward(int i, const burstpool::Context& ctx);
+  // A linear or conv2d layer's first `weights` parameters as its products
+  // take them: v.p itself, or in bf16 a rounded copy (in bf16_weights_).
+  const float* product_weights(int i, const LayerView& v, size_t weights, const burstpool::Context& ctx);
+  // Device memory bf16 needs, made before any graph capture (none in fp32).
+  void prepare_precision(const burstpool::Context& ctx);
   float* input(int i, size_t k) const;       // slot k's input: its own buffer, or the producer's activations
   float* input_grad(int i, size_t k) const;  // where slot k's input gradient goes; nullptr for the data layer
   float* buffer(Buffer what, int layer, int slot) const;  // nullptr for a scratch vector not made yet
@@ -151,6 +164,7 @@ class GpuModel final : public DeviceModel {
   std::vector<void*> owned_;
   float *params_ = nullptr, *grads_ = nullptr, *state_ = nullptr, *velocity_ = nullptr;
   float* scratch_[kScratchVectors] = {};           // Buffer::scratch_a to scratch_d, made at first use
+  float* bf16_weights_ = nullptr;                  // bf16: rounded weights, laid out like params_
   std::vector<float*> acts_, act_grads_;          // per layer, sized by its capacity on this rank
   std::vector<std::vector<float*>> slot_in_, slot_grad_;  // per input slot; nullptr: the producer's buffers
   std::vector<int> layer_n_;                       // each layer's samples in this step

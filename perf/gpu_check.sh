@@ -8,7 +8,7 @@
 #              background, alone and shared, 2 alternating rounds
 #              (GPU_CHECK_MUX_ROUNDS); mux1.json holds each point;
 #   precision  whole training steps of vgg16 and resnet20 at batch 32 and 128
-#              in fp32 and tf32 ([job] precision, measured cuDNN algorithms,
+#              in fp32, tf32 and bf16 ([job] precision, measured cuDNN algorithms,
 #              CUDA graphs) against PyTorch on the same GPU in fp32, tf32, at
 #              its defaults (TF32 convolutions) and in bf16 autocast, with
 #              peak GPU memory; 2 alternating rounds; precision.json;
@@ -282,12 +282,12 @@ PY
 }
 
 check_precision() {
-  section "training steps by precision: burstpool fp32 and tf32 against PyTorch fp32, tf32, defaults and bf16"
+  section "training steps by precision: burstpool fp32, tf32 and bf16 against PyTorch fp32, tf32, defaults and bf16"
   local model batch round precision steps
   for round in 1 2; do
     for model in vgg16 resnet20; do
       for batch in 32 128; do
-        for precision in fp32 tf32; do
+        for precision in fp32 tf32 bf16; do
           fits 30 "$model batch $batch $precision round $round" || continue
           steps=60
           [[ $model == resnet20 ]] && steps=300
@@ -320,7 +320,7 @@ for path in glob.glob("/tmp/gpu-run/prec_*.json"):
             if key.endswith("_train_step_ms") or key.endswith("_peak_mib"):
                 runs.setdefault(f"{t.group(1)} {t.group(2)} torch {key}", []).append(value)
         continue
-    b = re.match(r".*/prec_(\w+?)_(\d+)_(fp32|tf32)_\d\.json", path)
+    b = re.match(r".*/prec_(\w+?)_(\d+)_(fp32|tf32|bf16)_\d\.json", path)
     if b and m.get("steps"):
         runs.setdefault(f"{b.group(1)} {b.group(2)} burstpool {b.group(3)}_train_step_ms", []).append(
             1e3 * m["train_seconds"] / m["steps"])

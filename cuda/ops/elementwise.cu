@@ -21,6 +21,17 @@ __global__ void relu_backward_kernel(const float* x, const float* dy, float* dx,
   dx[i] = accumulate ? dx[i] + g : g;
 }
 
+// As layers/bf16.hpp's bf16_round: a NaN stays a quiet NaN, the rest rounds
+// to nearest even on the upper 16 bits (past the largest bf16: infinity).
+__global__ void bf16_round_kernel(const float* from, float* to, size_t n) {
+  const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const unsigned u = __float_as_uint(from[i]);
+  const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+  const unsigned rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  to[i] = __uint_as_float(nan ? (u | 0x00400000u) & 0xFFFF0000u : rounded);
+}
+
 __global__ void add_bias_rows_kernel(float* y, const float* bias, int rows, int cols) {
   const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
   if (i < static_cast<size_t>(rows) * cols) y[i] += bias[i % cols];
@@ -40,6 +51,12 @@ __global__ void sum_rows_kernel(const float* dy, float* out, int rows, int cols)
 void relu_forward(const float* x, float* y, size_t n, cudaStream_t stream) {
   if (n == 0) return;
   relu_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n);
+  BP_CUDA_CHECK(cudaGetLastError());
+}
+
+void bf16_round(const float* from, float* to, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  bf16_round_kernel<<<blocks_for(n), kThreads, 0, stream>>>(from, to, n);
   BP_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -25,6 +25,10 @@ void gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n, int k
 void relu_forward(const float* x, float* y, size_t n, cudaStream_t stream);
 void relu_backward(const float* x, const float* dy, float* dx, size_t n, bool accumulate, cudaStream_t stream);
 
+// to[i] = from[i] rounded to the nearest bfloat16, ties to even, kept as a
+// float (layers/bf16.hpp's bf16_round, bit for bit); from == to rounds in place.
+void bf16_round(const float* from, float* to, size_t n, cudaStream_t stream);
+
 // Rows of a [rows x cols] matrix get `bias` (cols) added / its column sums.
 void add_bias_rows(float* y, const float* bias, int rows, int cols, cudaStream_t stream);
 void sum_rows(const float* dy, float* bias_grad, int rows, int cols, cudaStream_t stream);

@@ -146,7 +146,7 @@ struct CudaOptions {
   // as it is (a background job's model: the foreground's job decides).
   std::string wait;
   int pieces_in_flight = 1;  // a background job's pieces queued at once (GpuModel::set_pieces_in_flight)
-  std::string precision = "fp32";  // [job] precision: fp32 | tf32
+  std::string precision = "fp32";  // [job] precision: fp32 | tf32 | bf16 (its rounding: Context::precision)
   std::string cudnn_cache;  // conv_algorithms = measured: the cache file (include/burstpool/algorithm_cache.hpp); "": none
 };
 // A stand-in device for testing the device paths without a GPU ([job] device

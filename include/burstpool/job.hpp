@@ -66,7 +66,7 @@ struct JobConfig {
   bool cuda_graphs = false;  // [job] cuda_graphs
   std::string cudnn_algorithms = "heuristic";  // [job] cudnn_algorithms: heuristic | measured | gemm
   std::string cudnn_cache;  // [job] cudnn_cache: a path; "": beside the checkpoint; "none": no cache
-  std::string precision = "fp32";              // [job] precision: fp32 | tf32 (cuda) | bf16 (cpu, twin)
+  std::string precision = "fp32";              // [job] precision: fp32 | tf32 (cuda) | bf16
   int threads = 0;  // 0: automatic
   double memory_limit_gb = 0;  // per node; 0: detected (src/plan/memory.cpp)
 

@@ -200,8 +200,6 @@ void read_job(const Values& v, const std::string& path, const std::string& base,
   if (!cache.empty() && cache != "none" && c.cudnn_algorithms != "measured")
     v.fail("job", "cudnn_cache", "needs cudnn_algorithms = measured (the other choices are the same on every run)");
   c.precision = v.choice("job", "precision", {"fp32", "tf32", "bf16"});
-  if (c.precision == "bf16" && c.device == "cuda")
-    v.fail("job", "precision", "bf16 is not built for cuda yet: fp32 or tf32 there; bf16's numerics run on cpu and twin (docs/cuda.md)");
   if (c.precision == "tf32" && c.device != "cuda")
     v.fail("job", "precision", "tf32 needs device = cuda (the CPU has fp32 and bf16)");
   c.threads = static_cast<int>(v.integer("job", "threads"));

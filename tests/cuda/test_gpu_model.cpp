@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -106,6 +108,17 @@ struct Batch {
   std::vector<int32_t> labels;
 };
 
+// The test model on the CPU and on GPU 0, from the same initial weights.
+struct CpuAndGpu {
+  explicit CpuAndGpu(int n)
+      : spec(parse_model_ini(kModel, "gpu_twin.ini")), cpu(spec, n, 3), gpu_host(spec, n, 3), device(0),
+        gpu(gpu_host, device) {}
+  ModelSpec spec;
+  Model cpu, gpu_host;
+  cuda::Context device;
+  cuda::GpuModel gpu;
+};
+
 // Three SGD steps of the same batch on the CPU Model and on the GPU, compared
 // at every step; `group_sum` (may be empty) is Context::sum_over_group for
 // both; `graphs`: CUDA graphs on the GPU (step 0 eager, step 1 captured,
@@ -159,6 +172,49 @@ TEST(GpuModel, CudaGraphsMatchTheCpuModel) {
   compare_three_steps(nullptr, true);
 }
 
+// bf16 (Context::precision): the GPU rounds where the CPU does and its TF32
+// tensor cores multiply the bf16 values exactly, so the two differ by the
+// order of fp32 sums alone. A sum a few float ulps apart can land on the
+// other side of a bf16 rounding step (2^-8 of the value) and carry on from
+// there, so the bound is 2^-5 (1 + |cpu|). The GPU's logits must be bf16
+// values, and differ from its own fp32 logits.
+TEST(GpuModel, Bf16MatchesTheCpusBf16) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const int n = 6;
+  CpuAndGpu models(n);
+  Model& cpu = models.cpu;
+  cuda::GpuModel& gpu = models.gpu;
+  gpu.set_tf32(true);  // as make_cuda_model sets it for bf16
+  const Batch batch(cpu, n, 1000);
+  Context ctx = batch.context(0);
+  std::vector<float> fp32_logits(n * 10), logits(n * 10), grads(cpu.param_count());
+  gpu.forward(n, batch.images.data(), batch.labels.data(), ctx);
+  gpu.logits(fp32_logits.data());
+  ctx.precision = Precision::bf16;
+  cpu.load_batch(batch.images.data());
+  const float cpu_loss = cpu.forward(ctx);
+  cpu.backward(ctx);
+  const float gpu_loss = gpu.forward(n, batch.images.data(), batch.labels.data(), ctx);
+  gpu.backward(ctx);
+  const float bound = 1.0f / 32;
+  EXPECT_NEAR(gpu_loss, cpu_loss, bound * (1 + std::abs(cpu_loss)));
+  gpu.logits(logits.data());
+  const float* cpu_logits = cpu.activation(cpu.logits_layer()).data();
+  bool differs = false;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    EXPECT_LE(std::abs(logits[i] - cpu_logits[i]), bound * (1 + std::abs(cpu_logits[i]))) << "logit " << i;
+    uint32_t bits;
+    std::memcpy(&bits, &logits[i], sizeof bits);
+    EXPECT_EQ(bits & 0xFFFFu, 0u) << "logit " << i << " is not a bf16 value";
+    differs = differs || logits[i] != fp32_logits[i];
+  }
+  EXPECT_TRUE(differs) << "bf16 logits equal the fp32 ones: nothing was rounded";
+  gpu.gradients(grads.data());
+  const float* cpu_grads = cpu.grads().data();
+  for (size_t i = 0; i < grads.size(); ++i)
+    EXPECT_LE(std::abs(grads[i] - cpu_grads[i]), bound * (1 + std::abs(cpu_grads[i]))) << "gradient " << i;
+}
+
 // Batch norm on several ranks: the GPU must sum its statistics over the group
 // at the same points and in the same layout as the CPU layer. The group sum
 // here pretends a second rank holds the same values shifted by 0.5 (in
@@ -186,11 +242,10 @@ TEST(GpuModel, BatchNormSumsOverTheGroupAsOnTheCpu) {
 // matters: parameters, u_j and the correction c_j sent back.
 TEST(GpuModel, SmaStepMatchesTheCpu) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
-  const ModelSpec spec = parse_model_ini(kModel, "gpu_twin.ini");
   const int n = 6;
-  Model cpu(spec, n, 3), gpu_host(spec, n, 3);
-  cuda::Context device(0);
-  cuda::GpuModel gpu(gpu_host, device);
+  CpuAndGpu models(n);
+  Model &cpu = models.cpu, &gpu_host = models.gpu_host;
+  cuda::GpuModel& gpu = models.gpu;
   const size_t p = cpu.param_count();
   const Batch batch(cpu, n, 3000);
   std::vector<float> u(p, 0.0f), z(p), cpu_delta(p), gpu_delta(p, 7.0f);

@@ -100,9 +100,6 @@ TEST(Job, RulesAcrossKeys) {
   EXPECT_EQ(load_job(path, {}).cudnn_cache, "/tmp/algos.json") << "relative to the job file";
   EXPECT_EQ(load_job(path, {"job.cudnn_cache=none"}).cudnn_cache, "none");
   std::remove(path.c_str());
-  EXPECT_EQ(error_of("[job]\nmodel = m.ini\ndevice = cuda\nprecision = bf16\n"),
-            "JOB:4: [job] precision: bf16 is not built for cuda yet: fp32 or tf32 there; bf16's numerics run on cpu "
-            "and twin (docs/cuda.md)");
   EXPECT_EQ(error_of("[job]\nmodel = m.ini\nprecision = tf32\n"),
             "JOB:3: [job] precision: tf32 needs device = cuda (the CPU has fp32 and bf16)");
 }
