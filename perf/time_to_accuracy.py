@@ -131,6 +131,9 @@ def main():
     ap.add_argument("--model", default=MODEL, choices=sorted(MODEL_NAMES))
     ap.add_argument("--target", type=float, default=TARGET)
     ap.add_argument("--small-grid", action="store_true", help="one learning rate per setting, fewer batches")
+    ap.add_argument("--only", nargs="+", metavar="PREFIX",
+                    help="run only the grid's strategies whose labels start with one of these (e.g. shadow "
+                         "'ssgd, global batch 32'), to remeasure part of the table side by side")
     args = ap.parse_args()
     MODEL, TARGET = args.model, args.target
     tmp = tempfile.mkdtemp()
@@ -139,6 +142,8 @@ def main():
         return
     results = {}
     for label, grid in (SMALL_GRID if args.small_grid else GRID).items():
+        if args.only and not any(label.startswith(prefix) for prefix in args.only):
+            continue
         results[label] = []
         for number, settings in enumerate(grid):
             r = run(args.build, tmp, settings, os.path.join(tmp, f"{len(results)}-{number}.jsonl"))

@@ -1,9 +1,9 @@
 // shadow: learners never wait for the network; a thread per rank moves the
 // rank's learners by a background averaging rule (ShadowSync, Zheng et al.
 // 2020; the rules and the hand-over in sync/shadow.hpp). With a device the
-// replicas stay there (parameters, momentum and update): the thread gets a
-// snapshot and gives its correction once a round, at the end of a step,
-// never a copy per step.
+// replicas stay there (parameters, momentum and update): the thread takes a
+// snapshot and gives a correction once a round, between two of the
+// replica's steps, never a copy per step.
 #include <chrono>
 #include <deque>
 
@@ -56,54 +56,38 @@ ShadowAverager::ShadowAverager(MPI_Comm world, std::vector<ShadowReplica> replic
 }
 
 void ShadowAverager::begin_step(int j) {
-  std::lock_guard<std::mutex> guard(ports_[j].lock);
-  ports_[j].in_step = true;
+  Port& p = ports_[j];
+  std::unique_lock<std::mutex> guard(p.lock);
+  p.changed.wait(guard, [&] { return !p.wanted; });
+  p.in_step = true;
 }
 
-void ShadowAverager::end_step(int j, bool completed) {
+void ShadowAverager::end_step(int j) {
   Port& p = ports_[j];
   {
     std::lock_guard<std::mutex> guard(p.lock);
-    if (completed && p.posted) {
-      mine_[j].add(p.correction.data());
-      p.posted = false;
-    }
-    if (completed && p.asked && !p.delivered) {
-      mine_[j].read(snapshot_.data() + j * n_);
-      p.delivered = true;
-    }
     p.in_step = false;
   }
-  p.handed.notify_all();
+  p.changed.notify_all();
 }
 
-// Asks every replica in a step first, so that their trainers hand over in parallel.
-void ShadowAverager::snapshot_all() {
-  for (size_t j = 0; j < mine_.size(); ++j) {
-    std::lock_guard<std::mutex> guard(ports_[j].lock);
-    ports_[j].asked = true;
-    ports_[j].delivered = false;
+// All wanted first: a trainer whose step ends meanwhile waits for its turn
+// instead of starting another step the thread would have to wait out.
+void ShadowAverager::with_each_replica_still(const std::function<void(size_t)>& work) {
+  for (Port& p : ports_) {
+    std::lock_guard<std::mutex> guard(p.lock);
+    p.wanted = true;
   }
-  for (size_t j = 0; j < mine_.size(); ++j) {
+  for (size_t j = 0; j < ports_.size(); ++j) {
     Port& p = ports_[j];
-    std::unique_lock<std::mutex> guard(p.lock);
-    p.handed.wait(guard, [&] { return p.delivered || !p.in_step; });
-    if (!p.delivered) mine_[j].read(snapshot_.data() + j * n_);  // still: read it here
-    p.asked = p.delivered = false;
+    {
+      std::unique_lock<std::mutex> guard(p.lock);
+      p.changed.wait(guard, [&] { return !p.in_step; });
+      work(j);
+      p.wanted = false;
+    }
+    p.changed.notify_all();
   }
-}
-
-void ShadowAverager::correct(size_t j, const float* delta) {
-  Port& p = ports_[j];
-  std::lock_guard<std::mutex> guard(p.lock);
-  if (!p.in_step) {
-    mine_[j].add(delta);
-    return;
-  }
-  if (!p.posted) p.correction.assign(delta, delta + n_);
-  else
-    for (size_t i = 0; i < n_; ++i) p.correction[i] += delta[i];
-  p.posted = true;
 }
 
 // The shared model moves once a round; each replica by its own snapshot.
@@ -114,7 +98,7 @@ void ShadowAverager::apply() {
       update_[i] = rule_.block_momentum * update_[i] + rule_.block_lr * (sum_[i] * inv - shared_[i]);
       shared_[i] += update_[i];
     }
-  for (size_t j = 0; j < mine_.size(); ++j) {
+  with_each_replica_still([&](size_t j) {
     const float* s = snapshot_.data() + j * n_;
     float* d = delta_.data();
     switch (rule_.kind) {
@@ -128,8 +112,8 @@ void ShadowAverager::apply() {
         for (size_t i = 0; i < n_; ++i) d[i] = shared_[i] - s[i];
         break;
     }
-    correct(j, d);
-  }
+    mine_[j].add(d);
+  });
   if (rule_.kind == ShadowRule::Kind::elastic)
     for (size_t i = 0; i < n_; ++i) shared_[i] += rule_.alpha * (sum_[i] - replicas_ * shared_[i]);
 }
@@ -156,7 +140,7 @@ ShadowAverager::~ShadowAverager() {
 }
 
 bool ShadowAverager::round() {
-  snapshot_all();
+  with_each_replica_still([&](size_t j) { mine_[j].read(snapshot_.data() + j * n_); });
   std::vector<float>& send = mine_.size() == 1 ? snapshot_ : local_;
   if (mine_.size() > 1) {  // the rank's replicas summed, in their order
     std::copy(snapshot_.begin(), snapshot_.begin() + n_, local_.begin());
@@ -220,7 +204,7 @@ class Shadow final : public SyncStrategy {
   }
   void learner_begins(int j) override { averager_->begin_step(j); }
   void learner_step(Learner& l, float lr) override { l.sgd_step(lr); }
-  void learner_ends(int j, bool completed) override { averager_->end_step(j, completed); }
+  void learner_ends(int j) override { averager_->end_step(j); }
   std::unique_lock<std::mutex> hold_replica(int j) override {
     return averager_ ? averager_->hold(j) : std::unique_lock<std::mutex>();
   }

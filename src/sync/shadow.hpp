@@ -17,13 +17,13 @@
 //                   filtering, BMUF; momentum 0 and block_lr 1 is averaging)
 //
 // The hand-over. The thread never touches a replica while its trainer is in
-// a step (between begin_step and end_step): it asks for a snapshot, which
-// the trainer copies out at the end of its step, and posts its correction,
-// which the trainer adds at the end of its next step. Outside steps the
-// thread reads and moves the replica itself. Either way the work is done
-// under the replica's lock, held for the copy and the addition only, never
-// for a whole step; a replica posted to but not yet corrected is always in
-// a step, so every snapshot includes every earlier correction.
+// a step (between begin_step and end_step); no lock is held for a step. To
+// read or move replicas the thread first marks them wanted, then takes each
+// in the gap after its step ends (while the rank agrees on the step, say),
+// under the replica's lock; a trainer starting a step on a wanted replica
+// waits for that copy or addition, never for the network (the sums across
+// ranks run with no replica held). So each replica waits at most one step
+// for a round's snapshot and one for its correction.
 #include <mpi.h>
 
 #include <atomic>
@@ -78,11 +78,10 @@ class ShadowAverager {
   int64_t rounds() const { return rounds_.load(); }
 
   // Replica j's trainer, on its own thread, around a step that reads and
-  // changes the replica. end_step hands over: corrections posted during the
-  // step are added, then a snapshot asked for is copied out. completed =
-  // false (the step failed): no hand-over, the replica is only released.
+  // changes the replica (end_step also when the step failed). begin_step
+  // waits while the thread wants the replica.
   void begin_step(int j);
-  void end_step(int j, bool completed = true);
+  void end_step(int j);
   // Held by another thread reading or changing replica j outside a step
   // (evaluation, checkpoints): the averaging thread waits meanwhile.
   std::unique_lock<std::mutex> hold(int j) { return std::unique_lock<std::mutex>(ports_[j].lock); }
@@ -90,12 +89,11 @@ class ShadowAverager {
  private:
   struct Port {  // one replica's hand-over, guarded by `lock`
     std::mutex lock;
-    std::condition_variable handed;
-    bool in_step = false, asked = false, delivered = false, posted = false;
-    std::vector<float> correction;  // posted during a step, added at its end
+    std::condition_variable changed;  // in_step or wanted
+    bool in_step = false, wanted = false;
   };
-  void snapshot_all();  // every replica's snapshot into snapshot_
-  void correct(size_t j, const float* delta);  // replica j moved by delta, now or at the end of its step
+  // Every replica marked wanted, then work(j) on each as soon as it is out of a step.
+  void with_each_replica_still(const std::function<void(size_t)>& work);
   void apply();  // the rule, from snapshot_ and sum_
 
   MPI_Comm comm_ = MPI_COMM_NULL;

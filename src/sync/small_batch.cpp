@@ -307,10 +307,10 @@ double LearnerRun::step_learners(float lr) {
       if (!l.device_step) l.gradients_to_host();
       strategy_->learner_step(l, lr);
     } catch (...) {
-      strategy_->learner_ends(j, false);
+      strategy_->learner_ends(j);
       throw;
     }
-    strategy_->learner_ends(j, true);
+    strategy_->learner_ends(j);
   });
   double loss = 0;
   for (auto& l : learners_) loss += l->loss / k;

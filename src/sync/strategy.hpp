@@ -70,11 +70,11 @@ class SyncStrategy {
   // Learner j's step on its own thread: learner_begins(j), its forward and
   // backward, learner_step (its update: with l.device_step the gradients are
   // on the device, else in the host Model's grads), then learner_ends(j),
-  // also when the step threw (completed false). Between begins and ends the
-  // replica is that thread's alone.
+  // also when the step threw. Between begins and ends the replica is that
+  // thread's alone.
   virtual void learner_begins(int /*learner*/) {}
   virtual void learner_step(Learner& l, float lr) = 0;
-  virtual void learner_ends(int /*learner*/, bool /*completed*/) {}
+  virtual void learner_ends(int /*learner*/) {}
   // Collective, after every learner of iteration `iteration` (0-based) stepped.
   virtual void after_iteration(LearnerTeam&, int64_t /*iteration*/) {}
   // The model the job stands for (collective; replicas on the host): default

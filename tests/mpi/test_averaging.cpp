@@ -97,11 +97,11 @@ TEST(Averaging, ShadowKeepsLocalProgressMadeDuringARound) {
 }
 
 // The hand-over, step by step: replicas a (4r) and b (4r + 2) are both in a
-// step when a round starts (mean c = 2(ranks - 1) + 1). The round waits for
-// their snapshots without touching them; a hands its over and starts its
-// next step at once, so its correction is held for the end of that step,
-// while b, which hands over and stays out of a step, is corrected at once.
-TEST(Averaging, ShadowHandsOverAtTheEndsOfSteps) {
+// step when a round starts (mean c = 2(ranks - 1) + 1). The round waits
+// without touching them; a's step ends and the thread reads it, then waits
+// for b. a starts another step at once, before b ends: the round's
+// correction of a must wait for that step to end, and so must the round.
+TEST(Averaging, ShadowHandsOverBetweenSteps) {
   const double c = 2.0 * (size_of() - 1) + 1, r4 = 4.0 * rank_of();
   std::vector<float> a(8, static_cast<float>(r4)), b(8, static_cast<float>(r4 + 2));
   ShadowAverager shadow(MPI_COMM_WORLD, {host_replica(a.data(), a.size()), host_replica(b.data(), b.size())},
@@ -113,15 +113,17 @@ TEST(Averaging, ShadowHandsOverAtTheEndsOfSteps) {
   EXPECT_EQ(shadow.rounds(), 0) << "the round went on without the snapshots of replicas in a step";
   for (float& p : a) p += 1;  // the steps' own progress
   for (float& p : b) p += 1;
-  shadow.end_step(0);  // a's snapshot: 4r + 1
-  shadow.begin_step(0);
-  shadow.end_step(1);  // b's: 4r + 3; the round goes on
-  round.join();
-  for (float p : b) EXPECT_NEAR(p, c + 1, 1e-5) << "b, out of a step, is moved by the round itself";
-  for (float p : a) EXPECT_EQ(p, static_cast<float>(r4 + 1)) << "a, in its step, is not touched";
+  shadow.end_step(0);    // a's snapshot: 4r + 1
+  shadow.begin_step(0);  // waits for that copy, then a is in a step again
+  shadow.end_step(1);    // b's snapshot: 4r + 3; the sums run, then the corrections wait for a
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(shadow.rounds(), 0) << "the round corrected a replica in a step";
+  for (float p : a) EXPECT_EQ(p, static_cast<float>(r4 + 1)) << "a, in its step, was touched";
   for (float& p : a) p += 1;
-  shadow.end_step(0);  // a = (4r + 2) + (c + 1) - (4r + 1)
-  for (float p : a) EXPECT_NEAR(p, c + 2, 1e-5) << "a's correction is added at the end of its step";
+  shadow.end_step(0);  // a = (4r + 2) + (c + 1) - (4r + 1), then b
+  round.join();
+  for (float p : a) EXPECT_NEAR(p, c + 2, 1e-5) << "a's correction, added after its step";
+  for (float p : b) EXPECT_NEAR(p, c + 1, 1e-5) << "b's correction";
 }
 
 // Shadow on a device (the twin): replicas start diverged on each rank's
