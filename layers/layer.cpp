@@ -73,8 +73,8 @@ void Layer::backward(const std::vector<const Tensor*>& in, const Tensor& out, co
     if (din[i].tensor)
       BP_CHECK(din[i].tensor->shape() == in[i]->shape(), "layer '{}': input gradient {} vs input {}",
                name_, din[i].tensor->shape().str(), in[i]->shape().str());
-  if (ctx.precision == Precision::fp32 || is_loss()) {  // the loss's own gradient stays fp32
-    in_precision(ctx, [&] { backward_impl(in, out, dout, din, ctx); });
+  if (ctx.precision == Precision::fp32 || is_loss()) {  // the loss's own gradient stays fp32, and it has no weights
+    backward_impl(in, out, dout, din, ctx);
     return;
   }
   thread_local Tensor rounded;  // the gradient received, in bf16 (one buffer per thread, grown as needed)

@@ -62,7 +62,8 @@ struct ParamSpec {
   int fan_in = 1;    // for kaiming_uniform
 };
 
-// The arithmetic of the CPU layers ([job] precision; layers/bf16.hpp).
+// The layers' arithmetic ([job] precision; layers/bf16.hpp), on the CPU and
+// in the CUDA model alike, which follows the same context.
 // bf16: each layer's output and the gradient it receives are rounded to
 // bf16, and linear and conv2d layers use their weights rounded to bf16
 // (so their products take bf16 inputs and sum in fp32); the weights

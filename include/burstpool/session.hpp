@@ -62,7 +62,8 @@ void use_job_device(const JobConfig& job, Executor& exec, bool background = fals
 std::string cudnn_cache_file(const JobConfig& job);
 
 // What every step and evaluation of a job starts from: its seed and its
-// [job] precision (the CPU layers' arithmetic; tf32 is the GPU's alone).
+// [job] precision as the layers' arithmetic (bf16 on every device; tf32 is
+// a setting of the CUDA model itself, CudaOptions::precision).
 Context job_context(const JobConfig& job);
 
 class TrainingSession {

@@ -68,6 +68,9 @@ Outcome run(LayerRig& rig, Precision p) {
 }
 
 void round_tensor(Tensor& t) { bf16_round(t.data(), t.size()); }
+void magnitudes(Tensor& t) {
+  for (size_t i = 0; i < t.size(); ++i) t.data()[i] = std::fabs(t.data()[i]);
+}
 std::vector<float> copy_of(const Tensor& t) { return {t.data(), t.data() + t.size()}; }
 
 bool rounds_weights(const LayerCase& c) { return c.type == "linear" || c.type == "conv2d"; }
@@ -118,9 +121,9 @@ void expect_within_bf16_bounds(const LayerCase& c, int k) {
   LayerRig rig(c);
   for (Tensor& t : rig.inputs) round_tensor(t);
   const Outcome bf16 = run(rig, Precision::bf16), fp32 = run(rig, Precision::fp32);
-  for (Tensor& t : rig.inputs) for (size_t i = 0; i < t.size(); ++i) t.data()[i] = std::fabs(t.data()[i]);
-  for (Tensor& t : rig.params) for (size_t i = 0; i < t.size(); ++i) t.data()[i] = std::fabs(t.data()[i]);
-  for (size_t i = 0; i < rig.weights_r.size(); ++i) rig.weights_r.data()[i] = std::fabs(rig.weights_r.data()[i]);
+  for (Tensor& t : rig.inputs) magnitudes(t);
+  for (Tensor& t : rig.params) magnitudes(t);
+  magnitudes(rig.weights_r);
   const Outcome magnitude = run(rig, Precision::fp32);
   const double slack = 4.0 * k * std::ldexp(1.0, -24);
   const size_t inputs = rig.inputs.size();
