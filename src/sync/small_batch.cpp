@@ -179,9 +179,11 @@ class LearnerRun final : public RunSteps {
   TrainResult r_;
   const int b_;  // each learner's batch
   const ModelSpec spec_;
-  std::unique_ptr<SyncStrategy> strategy_;
   std::vector<std::unique_ptr<Learner>> learners_;
   LearnerTeam team_;
+  // After learners_ and team_, so it goes first: a strategy's own thread
+  // (shadow's averaging) reads the replicas until the strategy is destroyed.
+  std::unique_ptr<SyncStrategy> strategy_;
   JobData data_;
   std::optional<BatchSampler> sampler_;
   int64_t per_epoch_ = 1, total_batches_ = 0;  // learner batches per epoch, in all (epochs)
@@ -201,13 +203,13 @@ LearnerRun::LearnerRun(const JobConfig& job)
       r_(start_result(job)),
       b_(job.batch_size),
       spec_(load_job_model(job)),
-      strategy_(make_sync_strategy(job)),
       team_(learners_),
+      strategy_(make_sync_strategy(job)),
       pool_(r_.threads) {
   r_.model = spec_.name;
   require_memory(job, spec_, Plan{}, MPI_COMM_WORLD);
   Learner& first = new_learner();
-  if (first.exec->accelerator()) r_.device = first.exec->accelerator()->describe();
+  r_.device = first.exec->device().describe();
   if (is_hdf5_path(job.model_path) && has_weights(job.model_path)) {
     load_weights(job.model_path, first.model());
     first.sync_device();
@@ -238,7 +240,7 @@ Learner& LearnerRun::new_learner() {
   Learner& l = *learners_.back();
   use_job_device(job_, *l.exec);  // each learner its own GPU model: its own streams
   strategy_->prepare(l);
-  l.device_step = strategy_->device_resident() && l.exec->accelerator();
+  l.device_step = strategy_->device_resident() && l.exec->on_accelerator();
   return l;
 }
 
