@@ -77,10 +77,13 @@ mpirun -np 2 "$bin" train "$work/job.ini" --plan "$work/plan.json" --steps 20 --
   --trace-steps 5:8 >"$work/out2" 2>&1 || fail "windowed run: $(tail -3 "$work/out2")"
 if out=$(check_trace "$work/w.json" "$work/plan.json" - 5,6,7 2>&1); then echo "ok   --trace-steps 5:8: $out"; else fail "--trace-steps: $out"; fi
 
-# A background job: its steps on the background track.
+# A background job: its steps on the background track. This checks the
+# tracing, not the gate: on a busy 2-core machine the foreground alone runs
+# past the default max_slowdown (1.1) and the gate rightly starts nothing,
+# so the gate is opened wide here.
 background_job "$work/bg.ini"
 mpirun -np 2 "$bin" train "$work/job.ini" --steps 60 --set background.job="$work/bg.ini" \
-  --set background.calibrate_steps=5 --trace "$work/b.json" >"$work/out3" 2>&1 || fail "background: $(tail -3 "$work/out3")"
+  --set background.calibrate_steps=5 --set background.max_slowdown=10 --trace "$work/b.json" >"$work/out3" 2>&1 || fail "background: $(tail -3 "$work/out3")"
 bg=$(python3 -c "
 import json
 e = json.load(open('$work/b.json'))['traceEvents']
