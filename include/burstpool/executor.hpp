@@ -137,10 +137,13 @@ class Executor {
   void use_device(std::unique_ptr<DeviceModel> device, bool background = false);
   // Where the layers run: the accelerator, else the host device.
   DeviceModel& device() { return *device_; }
-  // The accelerator, which keeps a copy of the model in memory of its own
-  // (so parameters move between the two for updates, checkpoints and
-  // resumes); nullptr while the layers run on the host Model itself.
-  DeviceModel* accelerator() { return accelerator_.get(); }
+  // Whether the layers run on an accelerator, which keeps a copy of the
+  // model in memory of its own and can update it there (DeviceModel::sgd_step,
+  // axpby), rather than on the host device, whose memory is the host Model
+  // (updated by the host optimizer). Moves between the Model and the device
+  // (copy_in, copy_out, to_host, from_host) need not ask: on the host
+  // device they are copies onto themselves, which copy nothing.
+  bool on_accelerator() const { return accelerator_ != nullptr; }
 
   TimeSplit& times() { return times_; }
   int buckets_last_step() const { return buckets_; }

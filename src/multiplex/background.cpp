@@ -150,7 +150,7 @@ BackgroundJob::BackgroundJob(const JobConfig& background, MPI_Comm world, Foregr
     if (const std::optional<Resumed> from = resume_training(job, session_->model(), session_->sgd(), comm_)) {
       step_.store(from->step);
       saved_step_ = from->step;
-      if (DeviceModel* device = session_->exec().accelerator()) device->from_host(session_->sgd().velocity().data());
+      session_->exec().device().from_host(session_->sgd().velocity().data());
       if (writer_) fmt::print("background: resuming from the checkpoint of step {} ({})\n", from->step, from->file);
     }
   session_->exec().set_before_layer([this] {
@@ -190,8 +190,8 @@ void BackgroundJob::save_checkpoint() {
   const JobConfig& job = session_->job();
   if (job.checkpoint_path.empty() || !writer_) return;
   saved_step_ = step_.load();
-  if (DeviceModel* device = session_->exec().accelerator()) device->to_host(session_->sgd().velocity().data());
-  write_checkpoint(job.checkpoint_path, session_->model(), session_->sgd(), {step_.load(), job.seed});
+  session_->exec().device().to_host(session_->sgd().velocity().data());
+  write_checkpoint(job.checkpoint_path, session_->model(), session_->sgd(), {step_.load(), job.seed, {}});
 }
 
 void BackgroundJob::save_final_checkpoint() {

@@ -124,7 +124,7 @@ std::optional<Resumed> newest_checkpoint(const std::string& path,
     any = true;
     try {
       const int64_t step = validate(candidate);
-      if (!best || step > best->step) best = Resumed{step, candidate};
+      if (!best || step > best->step) best = Resumed{step, candidate, {}};
     } catch (const Error& e) {
       rejected.push_back(e.what());
     }

@@ -100,6 +100,8 @@ class HostDevice final : public DeviceModel {
       case Buffer::slot_gradient: return slots_.grad[layer][slot].data();
       case Buffer::parameter_gradient:
         return m_.grads().data() + (layer < 0 ? 0 : m_.param_range(layer).first);
+      case Buffer::parameters: return m_.params().data() + (layer < 0 ? 0 : m_.param_range(layer).first);
+      case Buffer::state: return m_.state().data() + (layer < 0 ? 0 : m_.state_range(layer).first);
       default: throw Error("the host device has no address for this buffer");
     }
   }
@@ -111,8 +113,8 @@ class HostDevice final : public DeviceModel {
   void from_host(const float*) override {}
 
   // Whole-model calls and a device's own update pieces are for devices with
-  // memory of their own (whole_model(), Executor::accelerator()); the host's
-  // parameters are updated by the host optimizer and strategies themselves.
+  // memory of their own (whole_model(), Executor::on_accelerator()); the
+  // host's parameters are updated by the host optimizer and strategies themselves.
   void join_ranks(DeviceRanks) override { not_here("join_ranks"); }
   float forward(int, const float*, const int32_t*, const Context&) override { not_here("forward"); }
   void backward(const Context&) override { not_here("backward"); }

@@ -37,10 +37,10 @@ using Clock = std::chrono::steady_clock;
 void share_statistics(const JobConfig& job, Executor& exec) {
   Model& m = exec.model();
   if (job.sync_batchnorm || m.state().size() == 0) return;
-  DeviceModel* device = exec.accelerator();
-  if (device) device->copy_out(DeviceModel::Buffer::state, -1, 0, m.state().data(), m.state().size());
+  DeviceModel& device = exec.device();
+  device.copy_out(DeviceModel::Buffer::state, -1, 0, m.state().data(), m.state().size());
   exec.share_from_owners(m.state().data(), m.state().size(), true);
-  if (device) device->copy_in(DeviceModel::Buffer::state, -1, 0, m.state().data(), m.state().size());
+  device.copy_in(DeviceModel::Buffer::state, -1, 0, m.state().data(), m.state().size());
 }
 
 // Test-set accuracy and mean loss through the same plan as training.
@@ -68,7 +68,7 @@ Plan plan_for(const JobConfig& job, const ModelSpec& spec, int world_size, Train
 // every rank, then written by rank 0.
 void write_final_checkpoint(const JobConfig& job, Executor& exec, Sgd& sgd, int64_t steps, const std::string& history) {
   Model& m = exec.model();
-  if (DeviceModel* device = exec.accelerator()) device->to_host(sgd.velocity().data());
+  exec.device().to_host(sgd.velocity().data());
   exec.share_from_owners(m.params().data(), m.params().size(), false);
   exec.share_from_owners(m.state().data(), m.state().size(), true);
   exec.share_from_owners(sgd.velocity().data(), sgd.velocity().size(), false);
@@ -139,7 +139,7 @@ PlanRun::PlanRun(const JobConfig& job)
   r_.forward_gflop_per_sample = session_.model().forward_flops_per_sample() / 1e9;
   exec_.set_per_layer_allreduce(job.layer_timing);
   use_job_device(job, exec_);
-  if (exec_.accelerator()) r_.device = exec_.accelerator()->describe();
+  r_.device = exec_.device().describe();
 }
 
 void PlanRun::resume() {
@@ -149,7 +149,7 @@ void PlanRun::resume() {
       restore_run_history(r_, from->history);
       if (chatty_) fmt::print("resuming from the checkpoint of step {} ({})\n", from->step, from->file);
     }
-  if (DeviceModel* device = exec_.accelerator()) device->from_host(session_.sgd().velocity().data());  // initial or resumed
+  exec_.device().from_host(session_.sgd().velocity().data());  // initial or resumed
   if (!job_.trace_path.empty()) {
     exec_.set_traced(true);
     tracer().enable(job_.trace_first, job_.trace_end < 0 ? total_ : job_.trace_end);

@@ -157,8 +157,8 @@ void TrainingSession::backward() { exec_->backward(ctx_); }
 
 void TrainingSession::apply(int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (DeviceModel* device = exec_->accelerator())
-    device->sgd_step(schedule_.at(step), job_.sgd, exec_->held_param_ranges());
+  if (exec_->on_accelerator())
+    exec_->device().sgd_step(schedule_.at(step), job_.sgd, exec_->held_param_ranges());
   else
     sgd_->step(schedule_.at(step), exec_->held_param_ranges());
   const auto t1 = std::chrono::steady_clock::now();
@@ -185,8 +185,8 @@ void use_job_device(const JobConfig& job, Executor& exec, bool background, int p
     // With a background job, the foreground's [background] cuda_wait decides
     // how the process waits; alone, CUDA's own default (it spins).
     const std::string wait = background || job.background.job_path.empty() ? "" : job.background.cuda_wait;
-    CudaOptions options{background, job.cuda_graphs, job.cudnn_algorithms, wait, pieces_in_flight, job.precision};
-    options.cudnn_cache = cudnn_cache_file(job);
+    const CudaOptions options{background,       job.cuda_graphs, job.cudnn_algorithms, wait,
+                              pieces_in_flight, job.precision,   cudnn_cache_file(job)};
     exec.use_device(make_device_model(job.device, exec.model(), world().local_rank, options), background);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: [job] device = {}: {}", job.file, job.device, e.what()));

@@ -47,7 +47,7 @@ std::optional<Resumed> choose_checkpoint(const JobConfig& job,
     if (rank == 0) fmt::print("no checkpoint at {} yet: job '{}' starts from step 0\n", path, job.name);
     return std::nullopt;
   }
-  return Resumed{choice[1], choice[0] == 0 ? path : path + ".prev"};
+  return Resumed{choice[1], choice[0] == 0 ? path : path + ".prev", {}};
 }
 
 void require_seed(const std::string& file, uint64_t seed, const JobConfig& job) {

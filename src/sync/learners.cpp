@@ -8,39 +8,37 @@ Learner::Learner(const ModelSpec& spec, int batch, uint64_t seed, const SgdOptio
     : exec(std::make_unique<Executor>(spec, data_parallel_plan(spec, 1, batch), MPI_COMM_SELF, seed, bucket_bytes)),
       sgd(std::make_unique<Sgd>(exec->model(), options)) {}
 
+// On the host device each of these is a copy onto itself: nothing moves.
 void Learner::params_to_device() {
-  if (DeviceModel* d = exec->accelerator())
-    d->copy_in(DeviceModel::Buffer::parameters, -1, 0, params(), model().param_count());
+  exec->device().copy_in(DeviceModel::Buffer::parameters, -1, 0, params(), model().param_count());
 }
 
 void Learner::gradients_to_host() {
-  if (DeviceModel* d = exec->accelerator())
-    d->copy_out(DeviceModel::Buffer::parameter_gradient, -1, 0, model().grads().data(), model().param_count());
+  exec->device().copy_out(DeviceModel::Buffer::parameter_gradient, -1, 0, model().grads().data(),
+                          model().param_count());
 }
 
 void Learner::sync_host() {
-  DeviceModel* d = exec->accelerator();
-  if (!d) return;
+  DeviceModel& d = exec->device();
   if (device_step)
-    d->to_host(host_momentum());  // parameters, statistics and momentum
+    d.to_host(host_momentum());  // parameters, statistics and momentum
   else
-    d->copy_out(DeviceModel::Buffer::state, -1, 0, model().state().data(), model().state().size());
+    d.copy_out(DeviceModel::Buffer::state, -1, 0, model().state().data(), model().state().size());
 }
 
 void Learner::sync_device() {
-  DeviceModel* d = exec->accelerator();
-  if (!d) return;
+  DeviceModel& d = exec->device();
   if (device_step) {
-    d->from_host(host_momentum());
+    d.from_host(host_momentum());
   } else {
     params_to_device();
-    d->copy_in(DeviceModel::Buffer::state, -1, 0, model().state().data(), model().state().size());
+    d.copy_in(DeviceModel::Buffer::state, -1, 0, model().state().data(), model().state().size());
   }
 }
 
 void Learner::sgd_step(float lr) {
   if (device_step)
-    exec->accelerator()->sgd_step(lr, sgd->options(), {{0, model().param_count()}});
+    exec->device().sgd_step(lr, sgd->options(), {{0, model().param_count()}});
   else
     sgd->step(lr);
 }

@@ -24,13 +24,14 @@ struct Learner {
   // The replica's momentum on the host: the strategy's own (sma's u_j) when
   // it made one, else the SGD velocity.
   float* host_momentum() { return momentum.empty() ? sgd->velocity().data() : momentum.data(); }
-  // Where the replica's values live with a device (use_job_device; on the
-  // CPU everything is here). The batch-norm statistics live on the device.
-  // With device_step (a strategy that is device_resident: sma, local-sgd)
+  // Where the replica's values live with an accelerator (use_job_device; on
+  // the CPU everything is here, and the moves below copy nothing). The
+  // batch-norm statistics live on the device. With device_step (an
+  // accelerator and a strategy that is device_resident: every built-in one)
   // the parameters and the momentum live there too and the device runs the
-  // learner's update. Otherwise (shadow, whose averaging thread works on
-  // the host's) the parameters go up before each forward (params_to_device)
-  // and the gradients come back after backward (gradients_to_host).
+  // learner's update. Otherwise the parameters go up before each forward
+  // (params_to_device) and the gradients come back after backward
+  // (gradients_to_host).
   bool device_step = false;
   void params_to_device();
   void gradients_to_host();

@@ -195,10 +195,8 @@ class Shadow final : public SyncStrategy {
 
   void begin(LearnerTeam& team) override {  // the centre or global model starts at the replicas' mean: collective
     std::vector<ShadowReplica> replicas;
-    for (auto& l : team.all) {
-      DeviceModel* d = l->exec->accelerator();
-      replicas.push_back(l->device_step ? device_replica(*d, team.n) : host_replica(l->params(), team.n));
-    }
+    for (auto& l : team.all)
+      replicas.push_back(l->device_step ? device_replica(l->exec->device(), team.n) : host_replica(l->params(), team.n));
     averager_ = std::make_unique<ShadowAverager>(MPI_COMM_WORLD, std::move(replicas), team.n, pause_ms_, rule_);
     averager_->start();
   }

@@ -105,7 +105,7 @@ class Sma final : public SyncStrategy {
     if (resident_)  // here, on the loop's thread: learner_step then only reads loaded_
       for (auto& l : team.all)
         if (l->device_step && loaded_.insert(l.get()).second)
-          sma_device_load_average(*l->exec->accelerator(), z_->z(), z_->previous(), team.n);
+          sma_device_load_average(l->exec->device(), z_->z(), z_->previous(), team.n);
     if (lr >= 0.5f * reset_lr_) return;
     team.to_host();  // a learning-rate drop: replicas restart from the average
     team.set_all(z_->data());
@@ -114,11 +114,11 @@ class Sma final : public SyncStrategy {
   void learner_step(Learner& l, float lr) override {
     const size_t n = l.model().param_count();
     if (l.device_step && resident_) {  // per step only c_j comes back
-      sma_device_resident_step(*l.exec->accelerator(), options_, lr, l.scratch.data(), n);
+      sma_device_resident_step(l.exec->device(), options_, lr, l.scratch.data(), n);
       return;
     }
     if (l.device_step) {  // per step z goes up and c_j comes back
-      sma_device_step(*l.exec->accelerator(), options_, lr, z_->data(), l.scratch.data(), n);
+      sma_device_step(l.exec->device(), options_, lr, z_->data(), l.scratch.data(), n);
       return;
     }
     std::fill(l.scratch.begin(), l.scratch.end(), 0.0f);
@@ -133,7 +133,7 @@ class Sma final : public SyncStrategy {
     z_->step(delta);
     for (auto& l : team.all)  // the devices' copies of z take the same step
       if (l->device_step && loaded_.count(l.get()))
-        sma_device_average_step(*l->exec->accelerator(), options_.average_momentum, delta, team.n);
+        sma_device_average_step(l->exec->device(), options_.average_momentum, delta, team.n);
     if (check_) {  // test hook: z bitwise the same on every rank after every synchronisation
       require_same_on_every_rank(z_->data(), team.n, iteration);
       ++checked_;

@@ -158,7 +158,43 @@ TEST(DevicePlumbing, ADeviceWithoutALayerKindIsRefusedNamingTheLayer) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), spec.name + ": layer 'fc': type linear does not run on recording");
   }
-  EXPECT_EQ(exec.accelerator(), nullptr);
+  EXPECT_FALSE(exec.on_accelerator());
+}
+
+// The CPU is a device like the others: code that moves values between the
+// host Model and "the device" calls it without asking which it is. Its
+// buffers are the Model's, so a move from or to the Model's own memory
+// copies nothing, and a move from other memory lands in the right range.
+TEST(DevicePlumbing, TheHostDeviceIsTheModelsOwnMemory) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const ModelSpec spec = parse_model_ini(kModel, "m.ini");
+  Executor exec(spec, data_parallel_plan(spec, size, 2 * size), MPI_COMM_WORLD, 1, 1 << 20);
+  EXPECT_FALSE(exec.on_accelerator());
+  DeviceModel& device = exec.device();
+  EXPECT_EQ(device.describe(), "CPU");
+  Model& m = exec.model();
+  const size_t n = m.param_count();
+  const int fc = 1;
+  const auto [offset, count] = m.param_range(fc);
+  ASSERT_EQ(count, 8u);  // 3 x 2 weights and 2 biases
+  using B = DeviceModel::Buffer;
+  EXPECT_EQ(device.address(B::parameters, -1, 0), m.params().data());
+  EXPECT_EQ(device.address(B::parameters, fc, 0), m.params().data() + offset);
+  std::vector<float> out(n, -1.0f);
+  device.copy_out(B::parameters, -1, 0, out.data(), n);
+  EXPECT_EQ(out, std::vector<float>(m.params().data(), m.params().data() + n));
+  std::vector<float> layer(count);
+  std::iota(layer.begin(), layer.end(), 10.0f);
+  device.copy_in(B::parameters, fc, 0, layer.data(), count);
+  EXPECT_EQ(std::vector<float>(m.params().data() + offset, m.params().data() + offset + count), layer);
+  device.copy_in(B::parameters, -1, 0, m.params().data(), n);  // onto itself
+  device.copy_out(B::parameter_gradient, -1, 0, m.grads().data(), n);
+  std::vector<float> velocity(n, 7.0f);
+  device.to_host(velocity.data());  // the velocity is the host optimizer's: untouched
+  device.from_host(velocity.data());
+  EXPECT_EQ(velocity, std::vector<float>(n, 7.0f));
+  EXPECT_EQ(std::vector<float>(m.params().data() + offset, m.params().data() + offset + count), layer);
 }
 
 }  // namespace

@@ -154,8 +154,8 @@ std::vector<float> train(const ModelSpec& spec, const Plan& plan, MPI_Comm comm,
     ctx.step = step;
     exec.forward(kBatch, b.images.data() + in.offset * m.sample_shape().count(), b.labels.data() + ls.offset, ctx);
     exec.backward(ctx);
-    if (DeviceModel* device = exec.accelerator())
-      device->sgd_step(0.1f, options, exec.held_param_ranges());
+    if (exec.on_accelerator())
+      exec.device().sgd_step(0.1f, options, exec.held_param_ranges());
     else
       sgd.step(0.1f, exec.held_param_ranges());
   }
@@ -166,7 +166,7 @@ std::vector<float> train(const ModelSpec& spec, const Plan& plan, MPI_Comm comm,
     EXPECT_EQ(counts.floats_summed, expected) << "parameter gradients not summed through the device's transport";
     EXPECT_EQ(counts.parameter_gradient_copies, 0u) << "parameter gradients went through the host despite a transport";
   }
-  if (path != Path::cpu) exec.accelerator()->to_host(sgd.velocity().data());  // the twin's parameters and state
+  exec.device().to_host(sgd.velocity().data());  // the twin's parameters and state (the CPU's: nothing to move)
   exec.share_from_owners(m.params().data(), m.params().size(), false);
   exec.share_from_owners(m.state().data(), m.state().size(), true);
   std::vector<float> out(m.params().data(), m.params().data() + m.params().size());
