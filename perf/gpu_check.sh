@@ -27,7 +27,9 @@
 #              plan and data parallel, a small-VGG background on the
 #              low-priority stream; and one rank with both jobs (one GPU each);
 #   steps      whole training steps of LeNet-5 and vgg16 (GPU_CHECK_STEP_MODELS),
-#              eager, with CUDA graphs, and vgg16 with measured algorithms;
+#              eager, eager layer by layer (device_calls = per_layer: the
+#              executor's one path), with CUDA graphs, and vgg16 with measured
+#              algorithms;
 #   profile    the layer profile of vgg16 on the GPU and the plan it gives;
 #   cudnn_cache  vgg16 with measured algorithms kept in [job] cudnn_cache:
 #              written once, reused by two more runs that must repeat the
@@ -241,24 +243,26 @@ PY
 }
 
 check_steps() {
-  section "training steps on one rank at batch 32: eager, CUDA graphs, vgg16 also with measured algorithms; 3 alternating rounds"
+  section "training steps on one rank at batch 32: eager, eager layer by layer (device_calls = per_layer), CUDA graphs, vgg16 also with measured algorithms; 3 alternating rounds"
   # Whole training steps of burstpool itself (input upload, forward, backward,
   # SGD), beside the per-layer sums above; LeNet-5 is where launches weigh most.
   local model round variant steps
   for model in ${GPU_CHECK_STEP_MODELS:-lenet5 vgg16}; do
     for round in 1 2 3; do
-      local variants=(eager graphs)
+      local variants=(eager per_layer graphs)
       [[ $model == vgg16 ]] && variants+=(graphs_measured)
       for variant in "${variants[@]}"; do
         fits 20 "$model $variant round $round" || continue
         steps=3000
         [[ $model == vgg16 ]] && steps=100
-        local how=heuristic graphs=true
-        [[ $variant == eager ]] && graphs=false
+        local how=heuristic graphs=true calls=whole_model
+        [[ $variant == eager || $variant == per_layer ]] && graphs=false
+        [[ $variant == per_layer ]] && calls=per_layer
         [[ $variant == graphs_measured ]] && how=measured
         timeout "$(limit 60)" gpu-run/burstpool train jobs/fashion_mnist_lenet.ini --set job.model=$PWD/jobs/models/$model.ini \
           --set data.source=synthetic --set data.synthetic_train_samples=256 --set data.synthetic_test_samples=0 \
-          --set job.device=cuda --set job.cuda_graphs=$graphs --set job.cudnn_algorithms=$how --set train.batch_size=32 \
+          --set job.device=cuda --set job.cuda_graphs=$graphs --set job.device_calls=$calls \
+          --set job.cudnn_algorithms=$how --set train.batch_size=32 \
           --steps $steps --metrics /tmp/gpu-run/steps_${model}_${variant}_$round.json >>"$log" 2>&1
         echo "$model $variant round $round: exit $?" | tee -a "$log"
       done

@@ -160,14 +160,19 @@ def conv_section(runs):
 
 def steps_section(runs):
     lines = ["## Training steps, eager and with CUDA graphs (one rank, batch 32, medians of 3 alternating runs)", "",
-             "| run | model | eager ms/step | graphs ms/step | graphs / eager |", "|---|---|---|---|---|"]
+             "Eager is data parallel as one device call per pass (`device_calls = whole_model`); per-layer is the "
+             "executor's per-layer path (`device_calls = per_layer`), also eager.", "",
+             "| run | model | eager ms/step | per-layer ms/step | per-layer / eager | graphs ms/step | graphs / eager |",
+             "|---|---|---|---|---|---|---|"]
     for run in runs:
         steps = run.steps()
         for model in ("lenet5", "vgg16"):
             eager, graphs = steps.get(f"{model}_eager"), steps.get(f"{model}_graphs")
+            layers = steps.get(f"{model}_per_layer")
             if eager and graphs:
                 e, g = eager["median_ms_per_step"], graphs["median_ms_per_step"]
-                lines.append(f"| {run.name} | {model} | {e:.3f} | {g:.3f} | {g / e:.2f} |")
+                p = f"{layers['median_ms_per_step']:.3f} | {layers['median_ms_per_step'] / e:.2f}" if layers else "- | -"
+                lines.append(f"| {run.name} | {model} | {e:.3f} | {p} | {g:.3f} | {g / e:.2f} |")
     return lines + [""]
 
 

@@ -72,6 +72,16 @@ struct SlotBuffers {
   std::vector<std::vector<Tensor>> in, grad;   // per non-direct slot: its input and input gradient
 };
 
+// How an executor uses an accelerator (Executor::use_device).
+struct DeviceUse {
+  bool background = false;  // a background job's model: no NCCL (DeviceRanks::allow_nccl)
+  // A data-parallel plan as one device call per forward and per backward,
+  // gradient sums inside (DeviceModel::forward, backward: what CUDA graphs
+  // capture), where the device offers it; false: layer by layer, as any
+  // other plan runs ([job] device_calls).
+  bool whole_model = true;
+};
+
 class Executor {
  public:
   // Collective over `world`. `plan` must already be validated for this model
@@ -130,11 +140,11 @@ class Executor {
 
   // Hands the layers to an accelerator (CUDA, the twin) instead of the host
   // device, which runs them from construction. A data-parallel plan runs
-  // whole on it, gradient sums included (collective over the plan's ranks);
-  // other plans run layer by layer, slices and gradient sums moving between
-  // its buffers by its transport, or through host memory when it has none
-  // (run/staging_transport.hpp).
-  void use_device(std::unique_ptr<DeviceModel> device, bool background = false);
+  // whole on it (DeviceUse::whole_model), gradient sums included (collective
+  // over the plan's ranks); other plans run layer by layer, slices and
+  // gradient sums moving between its buffers by its transport, or through
+  // host memory when it has none (run/staging_transport.hpp).
+  void use_device(std::unique_ptr<DeviceModel> device, DeviceUse how = {});
   // Where the layers run: the accelerator, else the host device.
   DeviceModel& device() { return *device_; }
   // Whether the layers run on an accelerator, which keeps a copy of the
@@ -167,8 +177,9 @@ class Executor {
   void transfer_done(int layer, std::chrono::steady_clock::time_point t0, const char* what, int slot);
   Context layer_context(int layer, const Context& base, double* allreduce_seconds) const;
   // The per-layer path's transport: the device's, else (an accelerator
-  // without one) through host memory (run/staging_transport.hpp).
-  void connect_layers();
+  // without one, or a background job's) through host memory
+  // (run/staging_transport.hpp).
+  void connect_layers(bool background = false);
   double forward_whole(int batch, const float* images, const int32_t* labels, const Context& base);
   void backward_whole(const Context& base);
   // Runs one layer's work with its context, counting its time as compute

@@ -64,6 +64,7 @@ struct JobConfig {
   uint64_t seed = 1;
   std::string device = "cpu";
   bool cuda_graphs = false;  // [job] cuda_graphs
+  bool device_whole_model = true;  // [job] device_calls: whole_model (true) | per_layer
   std::string cudnn_algorithms = "heuristic";  // [job] cudnn_algorithms: heuristic | measured | gemm
   std::string cudnn_cache;  // [job] cudnn_cache: a path; "": beside the checkpoint; "none": no cache
   std::string precision = "fp32";              // [job] precision: fp32 | tf32 (cuda) | bf16

@@ -192,6 +192,11 @@ void read_job(const Values& v, const std::string& path, const std::string& base,
   c.device = v.choice("job", "device", {"cpu", "cuda", "twin"});
   c.cuda_graphs = v.boolean("job", "cuda_graphs");
   if (c.cuda_graphs && c.device != "cuda") v.fail("job", "cuda_graphs", "needs device = cuda");
+  c.device_whole_model = v.choice("job", "device_calls", {"whole_model", "per_layer"}) == "whole_model";
+  if (!c.device_whole_model && c.device == "cpu")
+    v.fail("job", "device_calls", "per_layer needs device = cuda or twin (the CPU always runs layer by layer)");
+  if (!c.device_whole_model && c.cuda_graphs)
+    v.fail("job", "cuda_graphs", "CUDA graphs capture the whole-model calls: needs device_calls = whole_model");
   c.cudnn_algorithms = v.choice("job", "cudnn_algorithms", {"heuristic", "measured", "gemm"});
   if (c.cudnn_algorithms != "heuristic" && c.device != "cuda")
     v.fail("job", "cudnn_algorithms", c.cudnn_algorithms + " needs device = cuda");

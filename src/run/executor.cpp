@@ -105,7 +105,7 @@ Context Executor::layer_context(int layer, const Context& base, double* allreduc
   return ctx;
 }
 
-void Executor::use_device(std::unique_ptr<DeviceModel> device, bool background) {
+void Executor::use_device(std::unique_ptr<DeviceModel> device, DeviceUse how) {
   for (int i = 0; i < model_->size(); ++i) {
     const Layer& l = model_->layer(i);
     if (!device->supports(l.kind()))
@@ -115,9 +115,9 @@ void Executor::use_device(std::unique_ptr<DeviceModel> device, bool background) 
   accelerator_ = std::move(device);
   device_ = accelerator_.get();
   set_before_layer(before_layer_);
-  whole_on_device_ = device_->whole_model();
+  whole_on_device_ = how.whole_model && device_->whole_model();
   for (const RankSet& set : sets_) whole_on_device_ = whole_on_device_ && static_cast<int>(set.size()) == plan_.ranks;
-  if (!whole_on_device_) return connect_layers();
+  if (!whole_on_device_) return connect_layers(how.background);
   if (plan_.ranks == 1) return;
   const Communicator& all = groups_->group(sets_.front());
   DeviceRanks ranks;
@@ -130,13 +130,15 @@ void Executor::use_device(std::unique_ptr<DeviceModel> device, bool background) 
     else
       device_reduce_seconds_ += seconds_since(device_reduce_start_);
   };
-  ranks.allow_nccl = !background;
+  ranks.allow_nccl = !how.background;
   device_->join_ranks(std::move(ranks));
 }
 
-void Executor::connect_layers() {
+void Executor::connect_layers(bool background) {
   device_->use_slot_buffers(slots_.direct);
-  DeviceTransport transport = device_->transport(*groups_);  // collective
+  // A background job's pieces go through host memory: two NCCL communicators
+  // driven from two threads on the same GPUs can deadlock (DeviceRanks::allow_nccl).
+  DeviceTransport transport = background ? DeviceTransport{} : device_->transport(*groups_);  // collective
   BP_CHECK(!transport.slices == !transport.gradients, "a device transport carries slices and gradients, or neither");
   if (!transport.slices) transport = staging_transport(*device_, groups_->world());
   mover_ = std::move(transport.slices);

@@ -159,10 +159,11 @@ void PlanRun::resume() {
 void PlanRun::print_banner() {
   if (!chatty_) return;
   fmt::print("burstpool: job '{}', model '{}' ({} parameters), {} training samples, global batch {}, {} steps, "
-             "{} rank(s) x {} thread(s), {}, {}, job id {}\n",
+             "{} rank(s) x {} thread(s), {}, {}{}, job id {}\n",
              job_.name, spec_.name, session_.model().param_count(), session_.data().train.size(), job_.batch_size,
              total_, w_.size, r_.threads, job_.plan_path.empty() ? "data parallel" : "plan " + plan_.source,
-             exec_.device().describe(), w_.job_id);
+             exec_.device().describe(), exec_.on_accelerator() && !job_.device_whole_model ? ", per-layer calls" : "",
+             w_.job_id);
 }
 
 void PlanRun::start_background() {

@@ -187,7 +187,8 @@ void use_job_device(const JobConfig& job, Executor& exec, bool background, int p
     const std::string wait = background || job.background.job_path.empty() ? "" : job.background.cuda_wait;
     const CudaOptions options{background,       job.cuda_graphs, job.cudnn_algorithms, wait,
                               pieces_in_flight, job.precision,   cudnn_cache_file(job)};
-    exec.use_device(make_device_model(job.device, exec.model(), world().local_rank, options), background);
+    exec.use_device(make_device_model(job.device, exec.model(), world().local_rank, options),
+                    {background, job.device_whole_model});
   } catch (const Error& e) {
     throw Error(fmt::format("{}: [job] device = {}: {}", job.file, job.device, e.what()));
   }

@@ -4,7 +4,8 @@
 # host memory). For the twin always, and for cuda when a GPU is here: 20
 # training steps of LeNet-5 end within float tolerance of the same steps on
 # the CPU (also with CUDA graphs, on the GPU), a burst plan on 2 ranks within
-# tolerance of the same plan on the CPU, sma and local-sgd learners (2
+# tolerance of the same plan on the CPU, and so is data parallel on 2 ranks
+# run layer by layer (device_calls = per_layer), sma and local-sgd learners (2
 # replicas, each its own device model) within tolerance of the CPU's, 2 ranks within tolerance
 # of 1 rank (checkpoints compared), the ranks talking through NCCL when each
 # has a GPU of its own, else through the host (as the banner says), and a
@@ -98,10 +99,15 @@ check_device() {
   two "$work/job.ini" "${d[@]}" --plan "$work/plan.json" --checkpoint "$work/${dev}_burst.h5" \
     >"$work/${dev}_burst.out" 2>&1 || fail "burst plan on $dev failed: $(tail -3 "$work/${dev}_burst.out")"
   weights_close cpu_burst "${dev}_burst" "burst plan, $dev against CPU" $same
+  # Data parallel layer by layer ([job] device_calls = per_layer), as burst plans run.
+  two "$work/job.ini" "${d[@]}" --set job.device_calls=per_layer --checkpoint "$work/${dev}_layers.h5" \
+    >"$work/${dev}_layers.out" 2>&1 || fail "per_layer on $dev failed: $(tail -3 "$work/${dev}_layers.out")"
+  weights_close cpu2 "${dev}_layers" "data parallel layer by layer, 2 $dev ranks against 2 CPU ranks" $same
+  grep -q ", per-layer calls," "$work/${dev}_layers.out" || fail "per_layer: the banner does not say so"
   # Two GPUs or more: each rank has its own, so NCCL carries slices and sums; one GPU, or the twin: the host does.
   local between="between ranks through host memory"
   [[ $dev == cuda ]] && (( $(nvidia-smi -L 2>/dev/null | grep -c '^GPU') >= 2 )) && between="NCCL between ranks"
-  for run in "${dev}2" "${dev}_burst"; do
+  for run in "${dev}2" "${dev}_burst" "${dev}_layers"; do
     grep -q "$between" "$work/$run.out" || fail "$run: the banner does not say '$between': $(head -1 "$work/$run.out")"
   done
   foreground_with_background "$dev"
@@ -133,6 +139,7 @@ for strategy in sma local; do
 done
 two "$work/job.ini" --plan "$work/plan.json" --checkpoint "$work/cpu_burst.h5" >/dev/null 2>&1 ||
   fail "burst plan on the CPU failed"
+two "$work/job.ini" --checkpoint "$work/cpu2.h5" >/dev/null 2>&1 || fail "2 ranks on the CPU failed"
 check_device twin
 
 if "$bin" train "$work/job.ini" "${gpu[@]}" --checkpoint "$work/gpu_probe.h5" >"$work/gpu.out" 2>"$work/gpu.err"; then

@@ -2,12 +2,13 @@
 // parameters (and batch-norm statistics) of one rank training the same global
 // batch. Tolerance: |a - b| <= 2e-5 + 1e-4 |b| per value after 3 SGD steps;
 // the only differences are float summation orders (slice-wise GEMMs, the
-// allreduce, batch-norm sums). Burst plans also run through the executor's
-// device path with the twin device (a second model in host memory,
-// src/run/twin_device.cpp), once with slices and gradient sums staged through
-// the host and once carried by its transport between its own buffers, which
-// must both give the CPU path's results bit for bit: a copy between host and
-// twin that the executor forgets leaves stale values on one side.
+// allreduce, batch-norm sums). Every plan, data parallel too, also runs
+// layer by layer through the executor's device path with the twin device (a
+// second model in host memory, src/run/twin_device.cpp), once with slices and
+// gradient sums staged through the host and once carried by its transport
+// between its own buffers, which must both give the CPU path's results bit
+// for bit: a copy between host and twin that the executor forgets leaves
+// stale values on one side.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -142,7 +143,8 @@ std::vector<float> train(const ModelSpec& spec, const Plan& plan, MPI_Comm comm,
   Executor exec(spec, plan, comm, 42, bucket_bytes);
   Model& m = exec.model();
   TwinCounts counts;
-  if (path != Path::cpu) exec.use_device(make_twin_model(m, {path == Path::device_moves_slices, &counts}));
+  if (path != Path::cpu)  // layer by layer, data-parallel plans too ([job] device_calls = per_layer)
+    exec.use_device(make_twin_model(m, {path == Path::device_moves_slices, &counts}), {false, false});
   const SgdOptions options{0.9f, true, 0.01f};
   Sgd sgd(m, options);
   Context ctx;
@@ -174,12 +176,6 @@ std::vector<float> train(const ModelSpec& spec, const Plan& plan, MPI_Comm comm,
   return out;
 }
 
-bool is_data_parallel(const Plan& plan) {
-  for (const RankSet& set : plan.layer_ranks)
-    if (static_cast<int>(set.size()) != plan.ranks) return false;
-  return true;
-}
-
 Plan plan_from(const ModelSpec& spec, const std::map<std::string, RankSet>& sets) {
   Plan p = data_parallel_plan(spec, world_size(), kBatch);
   p.source = "test plan";
@@ -207,12 +203,11 @@ void expect_same_as_one_rank(const Plan& plan, size_t bucket_bytes = 64, const c
                     << reference[i];
   }
   EXPECT_EQ(bad, 0) << "largest difference " << worst;
-  if (!is_data_parallel(plan)) {  // data-parallel plans run whole on a device: GpuModel's path
-    const std::vector<float> staged = train(spec, plan, MPI_COMM_WORLD, Path::device_staged, bucket_bytes);
-    EXPECT_EQ(staged, parallel) << "the device path of a burst plan (slices through the host) differs from the CPU path";
-    const std::vector<float> moved = train(spec, plan, MPI_COMM_WORLD, Path::device_moves_slices, bucket_bytes);
-    EXPECT_EQ(moved, parallel) << "the device path of a burst plan (slices between device buffers) differs from the CPU path";
-  }
+  const std::vector<float> staged = train(spec, plan, MPI_COMM_WORLD, Path::device_staged, bucket_bytes);
+  EXPECT_EQ(staged, parallel) << "the device's per-layer path (slices through the host) differs from the CPU path";
+  const std::vector<float> carried = train(spec, plan, MPI_COMM_WORLD, Path::device_moves_slices, bucket_bytes);
+  EXPECT_EQ(carried, parallel)
+      << "the device's per-layer path (slices between device buffers) differs from the CPU path";
   // The run must have changed the parameters, or the comparison proves nothing.
   ModelSpec again = parse_model_ini(model, "equivalence.ini");
   Model fresh(again, 1, 42);

@@ -102,6 +102,14 @@ TEST(Job, RulesAcrossKeys) {
   std::remove(path.c_str());
   EXPECT_EQ(error_of("[job]\nmodel = m.ini\nprecision = tf32\n"),
             "JOB:3: [job] precision: tf32 needs device = cuda (the CPU has fp32 and bf16)");
+  EXPECT_EQ(error_of("[job]\nmodel = m.ini\ndevice_calls = per_layer\n"),
+            "JOB:3: [job] device_calls: per_layer needs device = cuda or twin (the CPU always runs layer by layer)");
+  EXPECT_EQ(error_of("[job]\nmodel = m.ini\ndevice = cuda\ncuda_graphs = true\ndevice_calls = per_layer\n"),
+            "JOB:4: [job] cuda_graphs: CUDA graphs capture the whole-model calls: needs device_calls = whole_model");
+  const std::string per_layer = write_job("[job]\nmodel = m.ini\ndevice = twin\ndevice_calls = per_layer\n");
+  EXPECT_FALSE(load_job(per_layer, {}).device_whole_model);
+  EXPECT_TRUE(load_job(per_layer, {"job.device_calls=whole_model"}).device_whole_model);
+  std::remove(per_layer.c_str());
 }
 
 // One key per meaning: learner_batch_size for the learners, batch_size for
