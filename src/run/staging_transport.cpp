@@ -47,7 +47,7 @@ class StagingSliceMover final : public SliceMover {
   };
   // Host memory for a piece bound for `dst`, kept until finish().
   float* land(float* dst, size_t n, bool accumulate) {
-    return landings_.push_back({dst, accumulate, std::vector<float>(n)}), landings_.back().values.data();
+    return landings_.emplace_back(Landing{dst, accumulate, std::vector<float>(n)}).values.data();
   }
 
   DeviceModel& device_;
