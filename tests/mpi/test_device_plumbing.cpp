@@ -189,7 +189,11 @@ TEST(DevicePlumbing, TheHostDeviceIsTheModelsOwnMemory) {
   device.copy_in(B::parameters, fc, 0, layer.data(), count);
   EXPECT_EQ(std::vector<float>(m.params().data() + offset, m.params().data() + offset + count), layer);
   device.copy_in(B::parameters, -1, 0, m.params().data(), n);  // onto itself
-  device.copy_out(B::parameter_gradient, -1, 0, m.grads().data(), n);
+  std::iota(m.grads().data(), m.grads().data() + n, 1.0f);
+  device.copy_out(B::parameter_gradient, -1, 0, m.grads().data(), n);  // onto itself
+  std::vector<float> counted(n);
+  std::iota(counted.begin(), counted.end(), 1.0f);
+  EXPECT_EQ(std::vector<float>(m.grads().data(), m.grads().data() + n), counted);
   std::vector<float> velocity(n, 7.0f);
   device.to_host(velocity.data());  // the velocity is the host optimizer's: untouched
   device.from_host(velocity.data());
