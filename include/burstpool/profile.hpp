@@ -76,12 +76,26 @@ struct NetworkSample {
 struct NetworkProfile {
   int ranks = 0;
   LinkModel p2p, allreduce;  // allreduce: fitted to 2(n-1)/n * bytes as the ring moves
+  double largest_bytes = 0;  // the largest message measured (the sweep stops early on slow links)
+  double seconds = 0;        // how long the measurement took
   std::vector<NetworkSample> samples;
 };
 
+struct NetworkOptions {
+  double max_bytes = 64.0 * 1024 * 1024;  // largest message tried (sizes 4 B, x4 steps)
+  int repeats = 7;                        // timed operations per size, at most; the median is kept
+  double seconds_per_size = 2;            // a size's time budget: fewer repeats, and no larger sizes, past it
+  double deadline_s = 30;                 // one message slower than this is an error (a stalled link)
+  std::function<void(const std::string&)> progress;  // rank 0: one line per size measured
+};
+
 // Collective over MPI_COMM_WORLD (needs >= 2 ranks): ping-pong between ranks 0
-// and 1 and allreduce over groups 2..N, sizes 4 B .. max_bytes; fits both models.
-NetworkProfile profile_network(double max_bytes, int repeats);
+// and 1 and allreduce over groups 2..N, sizes 4 B up to options.max_bytes as
+// time allows; fits both models. Throws (naming the size) when one message
+// outlives the deadline.
+NetworkProfile profile_network(const NetworkOptions& options);
+// One line: both fits, the largest size measured and the time it took.
+std::string network_summary(const NetworkProfile& net);
 void save_network(const NetworkProfile& net, const std::string& path);
 // Errors name the file and the key on missing or negative numbers.
 NetworkProfile load_network(const std::string& path);

@@ -1,5 +1,6 @@
 // burstpool profile MODEL [--batches 1,2,4,...] [--warmup W] [--repeats R] [--device cpu|cuda|twin] --out PROFILE.json
-// burstpool profile --network [--max-bytes B] [--repeats R] --out NET.json     (under mpirun)
+// burstpool profile --network [--max-bytes B] [--repeats R] [--seconds-per-size S] [--deadline S]
+//                   --out NET.json     (under mpirun)
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -17,7 +18,7 @@ struct ProfileArgs {
   std::string model, out, batches = "1,2,4,8,16,32", device = "cpu";
   bool network = false;
   int warmup = 2, repeats = 7;
-  double max_bytes = 64.0 * 1024 * 1024;
+  NetworkOptions net;
 };
 
 std::vector<int> parse_batches(const std::string& text) {
@@ -42,19 +43,26 @@ Command add_profile(CLI::App& app) {
   sub->add_option("--repeats", args->repeats, "Timed runs; the median is kept");
   sub->add_option("--device", args->device, "Where the layers run: cpu, cuda (this rank's GPU) or twin (testing)")
       ->check(CLI::IsMember({"cpu", "cuda", "twin"}));
-  sub->add_option("--max-bytes", args->max_bytes, "--network: largest message in bytes");
+  sub->add_option("--max-bytes", args->net.max_bytes, "--network: largest message in bytes");
+  sub->add_option("--seconds-per-size", args->net.seconds_per_size,
+                  "--network: time budget of one message size (fewer repeats, and no larger sizes, past it)");
+  sub->add_option("--deadline", args->net.deadline_s,
+                  "--network: seconds one message may take before the link counts as stalled (an error)");
   sub->add_option("--out", args->out, "Profile file to write (JSON)")->required();
   return {sub, [args] {
             if (args->repeats < 1 || args->warmup < 0) throw Error("--repeats must be >= 1 and --warmup >= 0");
             if (args->network) {
               if (!args->model.empty()) throw Error("profile --network takes no model");
-              NetworkProfile net = profile_network(args->max_bytes, args->repeats);
+              args->net.repeats = args->repeats;
+              if (world().rank == 0)
+                args->net.progress = [](const std::string& line) {
+                  fmt::print("{}\n", line);
+                  std::fflush(stdout);
+                };
+              NetworkProfile net = profile_network(args->net);
               if (world().rank == 0) {
                 save_network(net, args->out);
-                fmt::print("wrote {}: point to point {:.1f} us + bytes / {:.2f} GB/s; allreduce {:.1f} us + "
-                           "2(n-1)/n bytes / {:.2f} GB/s ({} ranks)\n",
-                           args->out, 1e6 * net.p2p.latency_s, net.p2p.bandwidth_bytes_per_s / 1e9,
-                           1e6 * net.allreduce.latency_s, net.allreduce.bandwidth_bytes_per_s / 1e9, net.ranks);
+                fmt::print("wrote {}: {}\n", args->out, network_summary(net));
               }
               return;
             }

@@ -77,12 +77,19 @@ std::pair<LinkModel, LinkModel> network(const std::string& file, int world_size)
     }
   }
   BP_MPI_CHECK(MPI_Bcast(&cached, 1, MPI_INT, 0, MPI_COMM_WORLD));
-  if (cached && root) fmt::print("plan auto: network profile from {}\n", file);
+  if (cached && root) fmt::print("plan auto: network profile from {}: {}\n", file, network_summary(net));
   if (!cached) {
     if (root) fmt::print("plan auto: measuring the network between {} ranks (once: cached in {})\n", world_size, file);
     std::fflush(stdout);
-    net = profile_network(16.0 * (1 << 20), 3);
-    if (root) save_network(net, file);
+    NetworkOptions options;
+    options.max_bytes = 16.0 * (1 << 20);
+    options.repeats = 3;
+    options.seconds_per_size = 1;
+    net = profile_network(options);
+    if (root) {
+      save_network(net, file);
+      fmt::print("plan auto: network: {}\n", network_summary(net));
+    }
   }
   double links[4] = {net.p2p.latency_s, net.p2p.bandwidth_bytes_per_s, net.allreduce.latency_s,
                      net.allreduce.bandwidth_bytes_per_s};

@@ -1,0 +1,207 @@
+// The network profile: ping-pong and allreduce times measured by every rank
+// together, fitted to latency + bytes / bandwidth, and its file.
+//
+// Bounded in time on any link: each message size gets a time budget (its
+// repeats stop early once it is spent), the sweep stops growing once the next
+// size would not fit its budget, and a single message that does not complete
+// within the deadline ends the run with an error naming the size and the
+// likely cause, instead of a silent wait on a stalled link.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "burstpool/error.hpp"
+#include "burstpool/json_io.hpp"
+#include "burstpool/profile.hpp"
+#include "burstpool/runtime.hpp"
+
+namespace burstpool {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kWarmup = 2;  // untimed operations before each size's timed ones
+
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+std::string size_text(double bytes) {
+  if (bytes >= 1 << 20) return fmt::format("{:g} MiB", bytes / (1 << 20));
+  if (bytes >= 1 << 10) return fmt::format("{:g} KiB", bytes / (1 << 10));
+  return fmt::format("{:g} B", bytes);
+}
+
+// Waits for `requests` by polling, so that a message that never arrives
+// becomes an error after `deadline_s` rather than a wait without end.
+void wait_within(std::vector<MPI_Request>& requests, double deadline_s, const std::string& what) {
+  const auto t0 = Clock::now();
+  int done = 0;
+  while (true) {
+    BP_MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE));
+    if (done) return;
+    if (seconds_since(t0) > deadline_s)
+      throw Error(fmt::format(
+          "network profile: {} did not complete within {:g} s: the link is stalled or far slower than "
+          "expected (a tc tbf link whose burst is below the MTU stalls every full-size packet); "
+          "--deadline sets the limit",
+          what, deadline_s));
+  }
+}
+
+// One timed operation of a size's series, repeated collectively on `comm`:
+// `kWarmup` untimed, then up to `repeats` timed while the size's budget lasts
+// (at least one). Rank 0 of `comm` decides when to stop, so every member runs
+// the same number. Returns the times seen by `comm`'s rank 0.
+template <class Op>
+std::vector<double> timed_series(MPI_Comm comm, int repeats, double budget_s, Op&& op) {
+  int me = 0;
+  BP_MPI_CHECK(MPI_Comm_rank(comm, &me));
+  std::vector<double> times;
+  const auto start = Clock::now();
+  for (int r = 0;; ++r) {
+    BP_MPI_CHECK(MPI_Barrier(comm));
+    const auto t0 = Clock::now();
+    op();
+    if (r >= kWarmup) times.push_back(seconds_since(t0));
+    int more = r + 1 < kWarmup || (static_cast<int>(times.size()) < repeats && seconds_since(start) < budget_s);
+    BP_MPI_CHECK(MPI_Bcast(&more, 1, MPI_INT, 0, comm));
+    if (!more) return times;
+  }
+}
+
+}  // namespace
+
+NetworkProfile profile_network(const NetworkOptions& options) {
+  const WorldInfo& w = world();
+  if (w.size < 2) throw Error("profile --network needs at least 2 ranks (run it under mpirun)");
+  if (options.repeats < 1 || options.seconds_per_size <= 0 || options.deadline_s <= 0 || !(options.max_bytes >= 4))
+    throw Error("network profile: repeats, seconds per size and deadline must be positive, the largest size >= 4 B");
+  const auto start = Clock::now();
+  NetworkProfile net;
+  net.ranks = w.size;
+  std::vector<float> buffer(static_cast<size_t>(options.max_bytes / 4) + 1, 1.0f);
+  std::vector<double> px, pt, ax, at;
+  // Ping-pong pairs rank 0 with rank 1 on a communicator of the two.
+  MPI_Comm pair;
+  BP_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, w.rank < 2 ? 0 : MPI_UNDEFINED, w.rank, &pair));
+  for (double bytes = 4; bytes <= options.max_bytes; bytes *= 4) {
+    const int count = static_cast<int>(bytes / 4);
+    const std::string what = size_text(bytes);
+    double slowest = 0;  // the size's slowest median operation (seconds), broadcast from rank 0
+    double one_way = 0;
+    if (pair != MPI_COMM_NULL) {
+      const int peer = 1 - w.rank;
+      auto ping_pong = [&] {
+        std::vector<MPI_Request> req(1);
+        for (int leg = 0; leg < 2; ++leg) {
+          const bool sending = (leg == 0) == (w.rank == 0);
+          if (sending)
+            BP_MPI_CHECK(MPI_Isend(buffer.data(), count, MPI_FLOAT, peer, leg, pair, &req[0]));
+          else
+            BP_MPI_CHECK(MPI_Irecv(buffer.data(), count, MPI_FLOAT, peer, leg, pair, &req[0]));
+          wait_within(req, options.deadline_s, fmt::format("a {} message between ranks 0 and 1", what));
+        }
+      };
+      one_way = median(timed_series(pair, options.repeats, options.seconds_per_size / 2, ping_pong)) / 2;
+    }
+    BP_MPI_CHECK(MPI_Bcast(&one_way, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    net.samples.push_back({"p2p", 2, bytes, one_way});
+    px.push_back(bytes);
+    pt.push_back(one_way);
+    slowest = 2 * one_way;
+    std::string line = fmt::format("network: {:>8}: point to point {:.3g} ms", what, 1e3 * one_way);
+    for (int group = 2; group <= w.size; ++group) {
+      MPI_Comm comm;
+      BP_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, w.rank < group ? 0 : MPI_UNDEFINED, w.rank, &comm));
+      double t = 0;
+      if (comm != MPI_COMM_NULL) {
+        auto sum = [&] {
+          std::vector<MPI_Request> req(1);
+          BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), count, MPI_FLOAT, MPI_SUM, comm, &req[0]));
+          wait_within(req, options.deadline_s, fmt::format("an allreduce of {} over {} ranks", what, group));
+        };
+        t = median(timed_series(comm, options.repeats, options.seconds_per_size / (2 * (w.size - 1)), sum));
+        MPI_Comm_free(&comm);
+      }
+      BP_MPI_CHECK(MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+      net.samples.push_back({"allreduce", group, bytes, t});
+      ax.push_back(2.0 * (group - 1) / group * bytes);  // bytes a ring moves per rank
+      at.push_back(t);
+      slowest = std::max(slowest, t);
+      if (group == w.size) line += fmt::format(", allreduce over {} ranks {:.3g} ms", group, 1e3 * t);
+    }
+    net.largest_bytes = bytes;
+    if (options.progress) options.progress(line);
+    // The next size moves 4x the bytes: stop where its warm-up and one timed
+    // run of each operation would already overrun its budget.
+    const int operations = 1 + (w.size - 1);
+    if (4 * bytes <= options.max_bytes && (kWarmup + 1) * operations * 4 * slowest > options.seconds_per_size) {
+      if (options.progress)
+        options.progress(fmt::format("network: stopped at {}: a {} message would overrun {:g} s per size", what,
+                                     size_text(4 * bytes), options.seconds_per_size));
+      break;
+    }
+  }
+  if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
+  auto to_link = [](std::pair<double, double> fit) {
+    LinkModel l;
+    l.latency_s = std::max(0.0, fit.first);
+    l.bandwidth_bytes_per_s = fit.second > 0 ? 1.0 / fit.second : 0.0;
+    return l;
+  };
+  net.p2p = to_link(fit_line(px, pt));
+  net.allreduce = to_link(fit_line(ax, at));
+  net.seconds = seconds_since(start);
+  BP_MPI_CHECK(MPI_Bcast(&net.seconds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  return net;
+}
+
+std::string network_summary(const NetworkProfile& net) {
+  return fmt::format(
+      "point to point {:.1f} us + bytes / {:.3g} GB/s; allreduce {:.1f} us + 2(n-1)/n bytes / {:.3g} GB/s "
+      "({} ranks, messages up to {}, measured in {:.1f} s)",
+      1e6 * net.p2p.latency_s, net.p2p.bandwidth_bytes_per_s / 1e9, 1e6 * net.allreduce.latency_s,
+      net.allreduce.bandwidth_bytes_per_s / 1e9, net.ranks, size_text(net.largest_bytes), net.seconds);
+}
+
+void save_network(const NetworkProfile& net, const std::string& path) {
+  nlohmann::json samples = nlohmann::json::array();
+  for (const NetworkSample& s : net.samples)
+    samples.push_back({{"kind", s.kind}, {"group", s.group}, {"bytes", s.bytes}, {"seconds", s.seconds}});
+  write_json(path, {{"format", "burstpool-network"},
+                    {"ranks", net.ranks},
+                    {"p2p", {{"latency_s", net.p2p.latency_s}, {"bandwidth_bytes_per_s", net.p2p.bandwidth_bytes_per_s}}},
+                    {"allreduce",
+                     {{"latency_s", net.allreduce.latency_s},
+                      {"bandwidth_bytes_per_s", net.allreduce.bandwidth_bytes_per_s}}},
+                    {"largest_bytes", net.largest_bytes},
+                    {"seconds", net.seconds},
+                    {"samples", samples}});
+}
+
+NetworkProfile load_network(const std::string& path) {
+  const nlohmann::json j = read_json(path, "network");
+  NetworkProfile net;
+  auto number = [&](const char* section, const char* key) {
+    if (!j.contains(section) || !j[section].is_object() || !j[section].contains(key) || !j[section][key].is_number())
+      throw Error(fmt::format("{}: missing number {}.{}", path, section, key));
+    const double v = j[section][key];
+    if (v < 0) throw Error(fmt::format("{}: {}.{} = {} is negative", path, section, key, v));
+    return v;
+  };
+  net.p2p = {number("p2p", "latency_s"), number("p2p", "bandwidth_bytes_per_s")};
+  net.allreduce = {number("allreduce", "latency_s"), number("allreduce", "bandwidth_bytes_per_s")};
+  if (net.p2p.bandwidth_bytes_per_s == 0 || net.allreduce.bandwidth_bytes_per_s == 0)
+    throw Error(fmt::format("{}: a bandwidth of 0 bytes/s cannot be planned with", path));
+  net.ranks = j.value("ranks", 0);
+  net.largest_bytes = j.value("largest_bytes", 0.0);
+  net.seconds = j.value("seconds", 0.0);
+  return net;
+}
+
+}  // namespace burstpool
