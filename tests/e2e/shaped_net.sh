@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The shaped-network testbed (scripts/shaped-net.sh): ranks land on their
+# emulated nodes; the network profile measured through it finds the rate that
+# was set (within 25%); a link whose token bucket is below the packet size
+# ends the profile with a message naming the stalled size instead of a silent
+# wait; the namespaces are gone afterwards, also after SIGTERM; a user without
+# root is told so in one line. Exits 77 (skipped) where namespaces or tc
+# cannot be had.
+# Usage: shaped_net.sh BURSTPOOL_BINARY SOURCE_DIR
+set -u
+source "$(dirname "$0")/lib/harness.sh" "$@"
+cd "$work" || exit 1
+launcher=$src/scripts/shaped-net.sh
+
+skip() { echo "skip: $*"; exit 77; }
+((EUID == 0)) || skip "the testbed needs root (network namespaces and tc)"
+for tool in ip tc unshare; do command -v $tool >/dev/null || skip "no '$tool' here (Debian: iproute2, util-linux)"; done
+probe="bpprobe$$"
+ip netns add "$probe" 2>/dev/null || skip "network namespaces cannot be created here"
+ip netns exec "$probe" tc qdisc add dev lo root tbf rate 1mbit burst 64kb latency 10ms 2>/dev/null
+tbf=$?
+ip netns del "$probe"
+((tbf == 0)) || skip "tc cannot add a tbf qdisc here (kernel module sch_tbf)"
+
+namespaces() { ip netns list | grep -c '^bp[0-9]*-' || true; }
+before=$(namespaces)
+
+# Placement: 2 nodes x 2 ranks, each rank reporting its host.
+hosts=$(timeout 60 "$launcher" --quiet --nodes 2 --ranks-per-node 2 -- mpirun -np 4 hostname 2>&1 | sort | tr '\n' ' ')
+[[ $hosts == "node0 node0 node1 node1 " ]] && echo "ok   4 ranks on 2 emulated nodes: $hosts" ||
+  fail "placement: '$hosts'"
+
+# The rate: 0.5 Gbit/s per rank is 62.5 MB/s; both fits must find it.
+gbit=0.5
+if timeout 120 "$launcher" --gbit $gbit -- mpirun -np 2 "$bin" profile --network --max-bytes 4194304 \
+  --out net.json >profile.out 2>&1; then
+  if out=$(python3 - "$gbit" <<'PY' 2>&1
+import json, sys
+rate = float(sys.argv[1]) * 1e9 / 8
+net = json.load(open("net.json"))
+for kind in ("p2p", "allreduce"):
+    measured = net[kind]["bandwidth_bytes_per_s"]
+    assert abs(measured / rate - 1) <= 0.25, f"{kind}: {measured / 1e6:.1f} MB/s against {rate / 1e6:.1f} MB/s set"
+    print(f"{kind} {measured / 1e6:.1f} MB/s", end="; ")
+print(f"set {rate / 1e6:.1f} MB/s")
+PY
+  ); then echo "ok   measured through the testbed: $out"; else fail "rate: $out"; fi
+else
+  fail "profile under shaping: $(tail -3 profile.out)"
+fi
+
+# A bucket below the packet size stalls large messages: an error, in bounded time.
+start=$SECONDS
+timeout 120 "$launcher" --gbit 1 --mtu 9000 --burst-kb 4 -- mpirun -np 2 "$bin" profile --network \
+  --deadline 3 --out stalled.json >stalled.out 2>&1
+status=$?
+if ((status != 0 && status != 124)) && grep -q "did not complete within 3 s" stalled.out; then
+  echo "ok   a stalled link is named in $((SECONDS - start)) s: $(grep -m1 -o 'a [0-9]* [KMG]*i*B message[^:]*' stalled.out)"
+else
+  fail "stalled link (exit $status): $(tail -3 stalled.out)"
+fi
+
+# SIGTERM to the launcher ends the command and removes everything.
+"$launcher" --quiet -- sleep 60 &
+pid=$!
+sleep 2
+kill -TERM $pid
+start=$SECONDS
+wait $pid
+(((SECONDS - start) <= 10)) && echo "ok   SIGTERM ended the command in $((SECONDS - start)) s" ||
+  fail "SIGTERM took $((SECONDS - start)) s"
+
+after=$(namespaces)
+[[ $after == "$before" ]] && echo "ok   no namespace left behind ($after before and after)" ||
+  fail "namespaces left: $(ip netns list | grep '^bp[0-9]*-')"
+
+if command -v setpriv >/dev/null; then
+  msg=$(setpriv --reuid=65534 --regid=65534 --clear-groups bash "$launcher" -- true 2>&1)
+  [[ $msg == "shaped-net: needs root"* ]] && echo "ok   without root: $msg" || fail "without root: '$msg'"
+fi
+finish shaped_net
