@@ -56,11 +56,9 @@ void wait_within(std::vector<MPI_Request>& requests, double deadline_s, const st
 // One timed operation of a size's series, repeated collectively on `comm`:
 // `kWarmup` untimed, then up to `repeats` timed while the size's budget lasts
 // (at least one). Rank 0 of `comm` decides when to stop, so every member runs
-// the same number. Returns the times seen by `comm`'s rank 0.
+// the same number. Returns this rank's times (callers keep rank 0's).
 template <class Op>
 std::vector<double> timed_series(MPI_Comm comm, int repeats, double budget_s, Op&& op) {
-  int me = 0;
-  BP_MPI_CHECK(MPI_Comm_rank(comm, &me));
   std::vector<double> times;
   const auto start = Clock::now();
   for (int r = 0;; ++r) {
@@ -72,6 +70,57 @@ std::vector<double> timed_series(MPI_Comm comm, int repeats, double budget_s, Op
     BP_MPI_CHECK(MPI_Bcast(&more, 1, MPI_INT, 0, comm));
     if (!more) return times;
   }
+}
+
+// Median one-way time of a `bytes` message between ranks 0 and 1 (a ping-pong
+// on `pair`, their communicator; MPI_COMM_NULL elsewhere), as rank 0 saw it,
+// on every rank.
+double measure_p2p(MPI_Comm pair, std::vector<float>& buffer, double bytes, const NetworkOptions& options) {
+  double one_way = 0;
+  if (pair != MPI_COMM_NULL) {
+    const int me = world().rank, peer = 1 - me, count = static_cast<int>(bytes / 4);
+    auto ping_pong = [&] {
+      std::vector<MPI_Request> req(1);
+      for (int leg = 0; leg < 2; ++leg) {
+        if ((leg == 0) == (me == 0))
+          BP_MPI_CHECK(MPI_Isend(buffer.data(), count, MPI_FLOAT, peer, leg, pair, &req[0]));
+        else
+          BP_MPI_CHECK(MPI_Irecv(buffer.data(), count, MPI_FLOAT, peer, leg, pair, &req[0]));
+        wait_within(req, options.deadline_s, fmt::format("a {} message between ranks 0 and 1", size_text(bytes)));
+      }
+    };
+    one_way = median(timed_series(pair, options.repeats, options.seconds_per_size / 2, ping_pong)) / 2;
+  }
+  BP_MPI_CHECK(MPI_Bcast(&one_way, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  return one_way;
+}
+
+// Median time of an in-place MPI_Iallreduce of `bytes` over ranks 0..group-1,
+// as their rank 0 saw it, on every rank.
+double measure_allreduce(int group, std::vector<float>& buffer, double bytes, const NetworkOptions& options) {
+  const WorldInfo& w = world();
+  MPI_Comm comm;
+  BP_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, w.rank < group ? 0 : MPI_UNDEFINED, w.rank, &comm));
+  double t = 0;
+  if (comm != MPI_COMM_NULL) {
+    const int count = static_cast<int>(bytes / 4);
+    auto sum = [&] {
+      std::vector<MPI_Request> req(1);
+      BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), count, MPI_FLOAT, MPI_SUM, comm, &req[0]));
+      wait_within(req, options.deadline_s, fmt::format("an allreduce of {} over {} ranks", size_text(bytes), group));
+    };
+    t = median(timed_series(comm, options.repeats, options.seconds_per_size / (2 * (w.size - 1)), sum));
+    MPI_Comm_free(&comm);
+  }
+  BP_MPI_CHECK(MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  return t;
+}
+
+LinkModel link_from_fit(std::pair<double, double> fit) {
+  LinkModel l;
+  l.latency_s = std::max(0.0, fit.first);
+  l.bandwidth_bytes_per_s = fit.second > 0 ? 1.0 / fit.second : 0.0;
+  return l;
 }
 
 }  // namespace
@@ -86,49 +135,17 @@ NetworkProfile profile_network(const NetworkOptions& options) {
   net.ranks = w.size;
   std::vector<float> buffer(static_cast<size_t>(options.max_bytes / 4) + 1, 1.0f);
   std::vector<double> px, pt, ax, at;
-  // Ping-pong pairs rank 0 with rank 1 on a communicator of the two.
   MPI_Comm pair;
   BP_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, w.rank < 2 ? 0 : MPI_UNDEFINED, w.rank, &pair));
   for (double bytes = 4; bytes <= options.max_bytes; bytes *= 4) {
-    const int count = static_cast<int>(bytes / 4);
-    const std::string what = size_text(bytes);
-    double slowest = 0;  // the size's slowest median operation (seconds), broadcast from rank 0
-    double one_way = 0;
-    if (pair != MPI_COMM_NULL) {
-      const int peer = 1 - w.rank;
-      auto ping_pong = [&] {
-        std::vector<MPI_Request> req(1);
-        for (int leg = 0; leg < 2; ++leg) {
-          const bool sending = (leg == 0) == (w.rank == 0);
-          if (sending)
-            BP_MPI_CHECK(MPI_Isend(buffer.data(), count, MPI_FLOAT, peer, leg, pair, &req[0]));
-          else
-            BP_MPI_CHECK(MPI_Irecv(buffer.data(), count, MPI_FLOAT, peer, leg, pair, &req[0]));
-          wait_within(req, options.deadline_s, fmt::format("a {} message between ranks 0 and 1", what));
-        }
-      };
-      one_way = median(timed_series(pair, options.repeats, options.seconds_per_size / 2, ping_pong)) / 2;
-    }
-    BP_MPI_CHECK(MPI_Bcast(&one_way, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    const double one_way = measure_p2p(pair, buffer, bytes, options);
     net.samples.push_back({"p2p", 2, bytes, one_way});
     px.push_back(bytes);
     pt.push_back(one_way);
-    slowest = 2 * one_way;
-    std::string line = fmt::format("network: {:>8}: point to point {:.3g} ms", what, 1e3 * one_way);
+    double slowest = 2 * one_way;  // the size's slowest operation
+    std::string line = fmt::format("network: {:>8}: point to point {:.3g} ms", size_text(bytes), 1e3 * one_way);
     for (int group = 2; group <= w.size; ++group) {
-      MPI_Comm comm;
-      BP_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, w.rank < group ? 0 : MPI_UNDEFINED, w.rank, &comm));
-      double t = 0;
-      if (comm != MPI_COMM_NULL) {
-        auto sum = [&] {
-          std::vector<MPI_Request> req(1);
-          BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), count, MPI_FLOAT, MPI_SUM, comm, &req[0]));
-          wait_within(req, options.deadline_s, fmt::format("an allreduce of {} over {} ranks", what, group));
-        };
-        t = median(timed_series(comm, options.repeats, options.seconds_per_size / (2 * (w.size - 1)), sum));
-        MPI_Comm_free(&comm);
-      }
-      BP_MPI_CHECK(MPI_Bcast(&t, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+      const double t = measure_allreduce(group, buffer, bytes, options);
       net.samples.push_back({"allreduce", group, bytes, t});
       ax.push_back(2.0 * (group - 1) / group * bytes);  // bytes a ring moves per rank
       at.push_back(t);
@@ -139,23 +156,16 @@ NetworkProfile profile_network(const NetworkOptions& options) {
     if (options.progress) options.progress(line);
     // The next size moves 4x the bytes: stop where its warm-up and one timed
     // run of each operation would already overrun its budget.
-    const int operations = 1 + (w.size - 1);
-    if (4 * bytes <= options.max_bytes && (kWarmup + 1) * operations * 4 * slowest > options.seconds_per_size) {
+    if (4 * bytes <= options.max_bytes && (kWarmup + 1) * w.size * 4 * slowest > options.seconds_per_size) {
       if (options.progress)
-        options.progress(fmt::format("network: stopped at {}: a {} message would overrun {:g} s per size", what,
-                                     size_text(4 * bytes), options.seconds_per_size));
+        options.progress(fmt::format("network: stopped at {}: a {} message would overrun {:g} s per size",
+                                     size_text(bytes), size_text(4 * bytes), options.seconds_per_size));
       break;
     }
   }
   if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
-  auto to_link = [](std::pair<double, double> fit) {
-    LinkModel l;
-    l.latency_s = std::max(0.0, fit.first);
-    l.bandwidth_bytes_per_s = fit.second > 0 ? 1.0 / fit.second : 0.0;
-    return l;
-  };
-  net.p2p = to_link(fit_line(px, pt));
-  net.allreduce = to_link(fit_line(ax, at));
+  net.p2p = link_from_fit(fit_line(px, pt));
+  net.allreduce = link_from_fit(fit_line(ax, at));
   net.seconds = seconds_since(start);
   BP_MPI_CHECK(MPI_Bcast(&net.seconds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
   return net;
