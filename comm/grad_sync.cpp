@@ -5,6 +5,7 @@
 #include "burstpool/error.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/trace.hpp"
+#include "comm/progress.hpp"
 #include "comm/wait.hpp"
 
 namespace burstpool {
@@ -50,18 +51,28 @@ void MpiGroupReducer::start(float* data, size_t count, const Communicator& group
   MPI_Request request;
   BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, group.get(), &request));
   requests_.push_back(request);
+  if (!pumped_) pumped_ = progress_begin();
 }
 
 void MpiGroupReducer::progress() {
   if (requests_.empty()) return;
   int done = 0;
   BP_MPI_CHECK(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE));
-  if (done) requests_.clear();
+  if (done) {
+    requests_.clear();
+    settled();
+  }
 }
 
 void MpiGroupReducer::wait(WaitSite* site) {
   wait_all(static_cast<int>(requests_.size()), requests_.data(), site);
   requests_.clear();
+  settled();
+}
+
+void MpiGroupReducer::settled() {
+  if (pumped_) progress_end();
+  pumped_ = false;
 }
 
 }  // namespace burstpool

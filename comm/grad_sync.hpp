@@ -40,14 +40,19 @@ class GroupReducer {
   virtual void wait(WaitSite* site) = 0;
 };
 
+// Sums in flight are kept moving by the process's progress helper
+// (comm/progress.hpp) between the executor's own calls.
 class MpiGroupReducer final : public GroupReducer {
  public:
+  ~MpiGroupReducer() override { settled(); }
   void start(float* data, size_t count, const Communicator& group) override;
   void progress() override;
   void wait(WaitSite* site) override;
 
  private:
+  void settled();  // every sum done: the helper may rest
   std::vector<MPI_Request> requests_;
+  bool pumped_ = false;  // the progress helper counts this reducer's sums
 };
 
 class GradientSync {

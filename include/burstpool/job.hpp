@@ -102,6 +102,7 @@ struct JobConfig {
   std::string branches = "auto";     // [parallel] branches: auto | in-turn
   std::string profile_cache;        // [parallel] profile_cache folder, for plan = auto
   size_t bucket_bytes = 25u << 20;  // gradient allreduce bucket
+  int progress_us = 1000;           // [parallel] progress_us: MPI progress helper's period; 0: none
   bool layer_timing = false;        // per-layer transfer/allreduce seconds (no overlap)
   bool sync_batchnorm = true;       // batch-norm statistics over each layer's group
 

@@ -268,6 +268,7 @@ void read_parallel_and_output(const Values& v, const std::string& base, JobConfi
   c.branches = v.choice("parallel", "branches", {"auto", "in-turn", "at-once"});
   c.profile_cache = v.str("parallel", "profile_cache");
   c.bucket_bytes = static_cast<size_t>(v.number("parallel", "bucket_mb") * 1024.0f * 1024.0f);
+  c.progress_us = static_cast<int>(v.number("parallel", "progress_us"));
   c.layer_timing = v.boolean("parallel", "layer_timing");
   c.sync_batchnorm = v.boolean("parallel", "sync_batchnorm");
 

@@ -1,0 +1,88 @@
+#include "comm/progress.hpp"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+namespace burstpool {
+namespace {
+
+struct Pump {
+  std::mutex mutex;
+  std::condition_variable wake;
+  int interval_us = 0;
+  int in_flight = 0;
+  bool stop = false;
+  std::thread thread;
+
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!stop) {
+      wake.wait(lock, [&] { return stop || in_flight > 0; });
+      while (!stop && in_flight > 0) {
+        const auto pause = std::chrono::microseconds(interval_us);
+        lock.unlock();
+        int found = 0;
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &found, MPI_STATUS_IGNORE);
+        std::this_thread::sleep_for(pause);
+        lock.lock();
+      }
+    }
+  }
+};
+
+Pump& pump() {
+  static Pump p;
+  return p;
+}
+
+bool thread_multiple() {
+  int initialized = 0, level = MPI_THREAD_SINGLE;
+  MPI_Initialized(&initialized);
+  if (initialized) MPI_Query_thread(&level);
+  return initialized && level == MPI_THREAD_MULTIPLE;
+}
+
+}  // namespace
+
+void set_progress_interval_us(int microseconds) {
+  Pump& p = pump();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  p.interval_us = microseconds > 0 && thread_multiple() ? microseconds : 0;
+}
+
+int progress_interval_us() {
+  Pump& p = pump();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  return p.interval_us;
+}
+
+bool progress_begin() {
+  Pump& p = pump();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  if (p.interval_us == 0 || p.stop) return false;
+  if (!p.thread.joinable()) p.thread = std::thread([&p] { p.loop(); });
+  if (p.in_flight++ == 0) p.wake.notify_one();
+  return true;
+}
+
+void progress_end() {
+  Pump& p = pump();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  if (p.in_flight > 0) --p.in_flight;
+}
+
+void stop_progress_thread() {
+  Pump& p = pump();
+  {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    p.stop = true;
+    p.wake.notify_one();
+  }
+  if (p.thread.joinable()) p.thread.join();
+}
+
+}  // namespace burstpool
