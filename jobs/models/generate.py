@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the larger shipped model files (vgg_small, resnet20, vgg16, inception) so their
+"""Writes the larger shipped model files (vgg_small, resnet20, vgg16, vgg16_cifar, inception) so their
 INI stays consistent. Run from anywhere: python3 jobs/models/generate.py"""
 import os
 
@@ -92,6 +92,28 @@ def vgg16():
     w.save("vgg16.ini")
 
 
+def vgg16_cifar():
+    w = Writer("vgg16_cifar", "VGG-16's layout at half width for 32x32 RGB inputs (CIFAR size), 10 classes, with\n"
+               "# VGG-16's 4096-wide classifier: as in VGG-16, the classifier holds most parameters (25 of\n"
+               "# 29 million), so a data-parallel step's gradient sum, not its compute, meets the network.")
+    x = w.layer("data", "input", shape="3,32,32")
+    cfg = [[32, 32], [64, 64], [128, 128, 128], [256, 256, 256], [256, 256, 256]]
+    for b, block in enumerate(cfg, start=1):
+        for i, out in enumerate(block, start=1):
+            x = w.layer(f"conv{b}_{i}", "conv2d", x, out_channels=out, kernel=3, padding=1)
+            x = w.layer(f"relu{b}_{i}", "relu", x)
+        if b < len(cfg):  # four poolings: 32 -> 2, so the classifier reads 256 x 2 x 2
+            x = w.layer(f"pool{b}", "maxpool2d", x, kernel=2, stride=2)
+    x = w.layer("flatten", "flatten", x)
+    for i, out in enumerate([4096, 4096], start=6):
+        x = w.layer(f"fc{i}", "linear", x, out_features=out)
+        x = w.layer(f"relu{i}", "relu", x)
+        x = w.layer(f"drop{i}", "dropout", x, p=0.5)
+    x = w.layer("fc8", "linear", x, out_features=10)
+    w.layer("loss", "softmax_cross_entropy", x)
+    w.save("vgg16_cifar.ini")
+
+
 def inception():
     w = Writer("inception", "Inception-style (GoogLeNet-like) model for 224x224 RGB inputs, 1000 classes")
     x = w.layer("data", "input", shape="3,224,224")
@@ -132,4 +154,5 @@ if __name__ == "__main__":
     vgg_small()
     resnet20()
     vgg16()
+    vgg16_cifar()
     inception()
