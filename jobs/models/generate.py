@@ -94,8 +94,8 @@ def vgg16():
 
 def vgg16_cifar():
     w = Writer("vgg16_cifar", "VGG-16's layout at half width for 32x32 RGB inputs (CIFAR size), 10 classes, with\n"
-               "# VGG-16's 4096-wide classifier: as in VGG-16, the classifier holds most parameters (25 of\n"
-               "# 29 million), so a data-parallel step's gradient sum, not its compute, meets the network.")
+               "# VGG-16's 4096-wide classifier: as in VGG-16, the classifier holds most parameters (21.0 of\n"
+               "# 24.7 million), so a data-parallel step's gradient sum, not its compute, meets the network.")
     x = w.layer("data", "input", shape="3,32,32")
     cfg = [[32, 32], [64, 64], [128, 128, 128], [256, 256, 256], [256, 256, 256]]
     for b, block in enumerate(cfg, start=1):
