@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""Burst plans and multiplexing measured where ranks wait on the network: the
+same runs with no shaping (shared memory) and on links shaped by
+scripts/shaped-net.sh to G Gbit/s per rank (one rank per emulated node).
+
+Per point (model, global batch, ranks, bandwidth), each round runs four modes
+side by side, in an order that alternates between rounds:
+
+  dp        data parallel alone (the reference of cluster throughput);
+  burst     the plan --plan auto makes from profiles measured at that point;
+  burst_bg  that plan beside a background job;
+  dp_bg     data parallel beside the same background job (so what the plan
+            and what the background each give are seen apart).
+
+The background is small-VGG at batch 32 per rank with [background] sync =
+none: each rank trains its own replica and sends nothing, as DeepPool's
+background jobs do. Cluster throughput against data parallel alone =
+fg samples/s shared / dp alone (the same round's separate run) + bg samples/s
+shared / bg alone (the run's own calibration). Where each rank's time goes
+comes from the runs' metrics (per_rank compute / transfer / allreduce / idle
+seconds, and the background's compute seconds while shared).
+
+Then the simulator (burstpool simulate) with the layer and network profiles
+measured at the point (--plan auto's cache): predicted step time of dp and of
+the burst plan, and the background's samples/s beside each
+(--background-independent with the CPU packing model), against the medians.
+
+2 ranks take one core each; 4 ranks on this 2-core machine are
+oversubscribed (labelled so) and wait by yielding (OMPI_MCA_mpi_yield_when_idle=1).
+BLAS: OPENBLAS_CORETYPE=Haswell (this CPU's AVX2 kernel; OpenBLAS 0.3.21 would
+pick Prescott by itself). Shaping needs root (scripts/shaped-net.sh).
+
+Usage: perf/shaped_study.py [--build build] [--rounds 3] [--gbits none,10,3,1] [--ranks 2,4]
+                            [--models vgg16_cifar,vgg_small,lenet5] [--out perf/results/shaped_study]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = os.path.join(ROOT, "jobs", "models")
+LAUNCHER = os.path.join(ROOT, "scripts", "shaped-net.sh")
+PACKING = os.path.join(ROOT, "jobs", "profiles", "packing.cpu.json")
+ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OPENBLAS_CORETYPE="Haswell",
+           OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+ENV.pop("OMPI_MCA_mpi_yield_when_idle", None)
+MODES = ("dp", "burst", "burst_bg", "dp_bg")
+# model: (two global batches, foreground steps): small per-rank batches, the strong-scaling regime
+SETTINGS = {"vgg16_cifar": ((16, 32), 14), "vgg_small": ((32, 64), 60), "lenet5": ((32, 128), 200)}
+BACKGROUND_MODEL, BACKGROUND_BATCH = "vgg_small", 32
+
+
+def log(text):
+    print(text, flush=True)
+
+
+def run(cmd, env=ENV, timeout=900):
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def write_jobs(tmp, model, batch, steps):
+    fg, bg = os.path.join(tmp, f"fg-{model}-{batch}.ini"), os.path.join(tmp, "bg.ini")
+    with open(bg, "w") as f:
+        f.write(f"[job]\nmodel = {MODELS}/{BACKGROUND_MODEL}.ini\nseed = 5\n[data]\nsource = synthetic\n"
+                "synthetic_train_samples = 4096\nsynthetic_test_samples = 0\n"
+                f"[train]\nbatch_size = {BACKGROUND_BATCH}\nepochs = 1000\n[optimizer]\nlr = 0.01\n")
+    with open(fg, "w") as f:
+        f.write(f"[job]\nmodel = {MODELS}/{model}.ini\nseed = 3\n[data]\nsource = synthetic\n"
+                "synthetic_train_samples = 4096\nsynthetic_test_samples = 0\n"
+                f"[train]\nbatch_size = {batch}\nsteps = {steps}\nlog_every = 1000\n[optimizer]\nlr = 0.01\n"
+                f"[background]\njob = {bg}\ncalibrate_steps = {max(6, steps // 4)}\nsync = none\n")
+    return fg, bg
+
+
+def launch(point, cmd):
+    """The command under the point's network: plain mpirun over shared memory, or the shaped testbed."""
+    env = dict(ENV)
+    if point["ranks"] > 2 or point["gbit"] != "none":  # see scripts/shaped-net.sh: spinning ranks starve the links
+        env["OMPI_MCA_mpi_yield_when_idle"] = "1"
+    mpirun = ["mpirun", "-np", str(point["ranks"]), "--oversubscribe"]
+    if point["gbit"] == "none":
+        return run(mpirun + cmd, env)
+    return run([LAUNCHER, "--quiet", "--gbit", str(point["gbit"]), "--nodes", str(point["ranks"]), "--"] + mpirun + cmd,
+               env)
+
+
+def train(build, tmp, point, mode):
+    metrics = os.path.join(tmp, f"{mode}.json")
+    cmd = [f"{build}/burstpool", "train", point["job"], "--metrics", metrics,
+           "--set", f"parallel.profile_cache={point['cache']}"]
+    if mode.startswith("burst"):
+        cmd += ["--plan", "auto"]
+    if not mode.endswith("_bg"):
+        cmd += ["--set", "background.job=none"]
+    launch(point, cmd)
+    m = json.load(open(metrics))
+    if mode == "burst":
+        shutil.copy(os.path.join(tmp, f"{mode}.plan.json"), point["plan"])
+    return m
+
+
+def time_shares(m):
+    """Mean over ranks of where a rank's step time went, as shares."""
+    shares = {}
+    for k in ("compute", "transfer", "allreduce", "idle"):
+        shares[k] = statistics.mean(r[f"{k}_seconds"] for r in m["per_rank"]) / m["train_seconds"]
+    shares["waiting"] = shares["transfer"] + shares["allreduce"] + shares["idle"]
+    return shares
+
+
+def measure_round(build, tmp, point, r):
+    order = MODES if r % 2 == 0 else tuple(reversed(MODES))
+    runs = {mode: train(build, tmp, point, mode) for mode in order}
+    dp = runs["dp"]["samples_per_second"]
+    row = {"order": list(order)}
+    for mode, m in runs.items():
+        entry = {"fg": m["samples_per_second"] if not mode.endswith("_bg") else m["foreground_samples_per_second"],
+                 "step_s": point["batch"] / m["samples_per_second"], "shares": time_shares(m)}
+        if mode.startswith("burst"):
+            entry["predicted_step_s"] = m.get("predicted_step_seconds")
+        if mode.endswith("_bg"):
+            b = m["background"]
+            bg, bg_alone = m["background_samples_per_second"], b["alone_samples_per_second"]
+            alone = runs[mode[:-3]]["samples_per_second"]
+            entry.update(bg=bg, bg_alone=bg_alone, bg_share=bg / bg_alone,
+                         slowdown=alone / entry["fg"],
+                         cluster_vs_dp=entry["fg"] / dp + bg / bg_alone,
+                         cluster_vs_dp_in_run=m["cluster_throughput_vs_data_parallel"],
+                         bg_compute_share=b.get("shared_compute_seconds", 0) / m["train_seconds"],
+                         shared_steps=b.get("shared_steps", 0))
+        row[mode] = entry
+    return row
+
+
+def simulate(build, tmp, point, plan, background):
+    out = os.path.join(tmp, "sim.json")
+    cmd = [f"{build}/burstpool", "simulate", plan, "--model", point["model_file"], "--profile", point["layer_profile"],
+           "--network", point["network_profile"], "--out", out]
+    if point["ranks"] > 2:
+        cmd += ["--cores", "2"]
+    if background:
+        cmd += ["--background", point["bg_job"], "--background-profile", point["bg_profile"],
+                "--background-independent", "--packing", PACKING]
+    run(cmd)
+    return json.load(open(out))
+
+
+def median_of(rows, mode, key):
+    values = [row[mode][key] for row in rows if row[mode].get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def study_point(build, tmp, point, rounds, bg_profile):
+    cache = point["cache"]
+    os.makedirs(cache, exist_ok=True)
+    rows = []
+    for r in range(rounds):
+        rows.append(measure_round(build, tmp, point, r))
+        row = rows[-1]
+        log(f"  round {r + 1}: dp {row['dp']['fg']:.1f}, burst {row['burst']['fg']:.1f} samples/s; "
+            f"cluster vs dp: burst+bg {row['burst_bg']['cluster_vs_dp']:.3f}, dp+bg {row['dp_bg']['cluster_vs_dp']:.3f}")
+    files = os.listdir(cache)
+    point["network_profile"] = os.path.join(cache, next(f for f in files if f.startswith("network-")))
+    point["layer_profile"] = os.path.join(cache, next(f for f in files if f.startswith(point["model"] + "-")))
+    point["bg_profile"] = bg_profile
+    dp_plan = os.path.join(tmp, "dp.plan.json")
+    run([f"{build}/burstpool", "plan", "--data-parallel", point["model_file"], "--ranks", str(point["ranks"]),
+         "--global-batch", str(point["batch"]), "--out", dp_plan])
+    sims = {"dp": simulate(build, tmp, point, dp_plan, True), "burst": simulate(build, tmp, point, point["plan"], True)}
+    plan = json.load(open(point["plan"]))
+    layers_fewer = sum(1 for l in plan["layers"] if l["ranks"] != f"0-{point['ranks'] - 1}")
+    net = json.load(open(point["network_profile"]))
+    med = {mode: {k: median_of(rows, mode, k) for k in rows[0][mode] if k != "shares"} for mode in MODES}
+    for mode in MODES:
+        med[mode]["shares"] = {k: statistics.median(row[mode]["shares"][k] for row in rows)
+                               for k in rows[0][mode]["shares"]}
+    return {"point": {k: v for k, v in point.items() if k in ("model", "batch", "ranks", "gbit")},
+            "rounds": rows, "medians": med, "layers_on_fewer_ranks": layers_fewer,
+            "network": {"p2p_gbit": 8e-9 * net["p2p"]["bandwidth_bytes_per_s"],
+                        "allreduce_gbit": 8e-9 * net["allreduce"]["bandwidth_bytes_per_s"],
+                        "largest_bytes": net.get("largest_bytes"), "seconds": net.get("seconds")},
+            "simulated": {mode: {"step_s": s["iteration_s"],
+                                 "bg_shared": s["background"]["shared_samples_per_second"],
+                                 "bg_alone": s["background"]["alone_samples_per_second"]}
+                          for mode, s in sims.items()}}
+
+
+def pct(a, b):
+    return f"{100 * (a / b - 1):+.0f}%" if a is not None and b else "n/a"
+
+
+def report(results, args):
+    lines = ["# Burst plans and multiplexing on a shaped network", "",
+             f"Commit {args.commit}. Command: `python3 perf/shaped_study.py --rounds {args.rounds} --gbits {args.gbits} --ranks {args.ranks} "
+             f"--models {args.models}`. Medians of {args.rounds} rounds; each round runs the four modes side by side, "
+             "in alternating order. `none`: plain mpirun over shared memory; a number: scripts/shaped-net.sh, one rank "
+             "per emulated node, that many Gbit/s per rank each way. 4 ranks share this machine's 2 cores "
+             "(oversubscribed, waits yield). Background: small-VGG at batch 32 per rank, `sync = none` (a replica per "
+             "rank, no network). Cluster = fg shared / dp alone + bg shared / bg alone.", "",
+             "| model | batch | ranks | Gbit/s | dp samples/s | dp waiting | burst / dp | layers on fewer | "
+             "burst+bg: slowdown, bg share, **cluster vs dp** | dp+bg: slowdown, bg share, **cluster vs dp** |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for res in results:
+        p, m = res["point"], res["medians"]
+        ranks = f"{p['ranks']}" + (" (oversubscribed)" if p["ranks"] > 2 else "")
+        lines.append(
+            f"| {p['model']} | {p['batch']} | {ranks} | {p['gbit']} | {m['dp']['fg']:.1f} | "
+            f"{100 * m['dp']['shares']['waiting']:.0f}% | {m['burst']['fg'] / m['dp']['fg']:.2f} | "
+            f"{res['layers_on_fewer_ranks']} | {m['burst_bg']['slowdown']:.2f}, {m['burst_bg']['bg_share']:.2f}, "
+            f"**{m['burst_bg']['cluster_vs_dp']:.2f}** | {m['dp_bg']['slowdown']:.2f}, {m['dp_bg']['bg_share']:.2f}, "
+            f"**{m['dp_bg']['cluster_vs_dp']:.2f}** |")
+    lines += ["", "## Where a rank's time goes (medians; shares of the training time, mean over ranks)", "",
+              "| model | batch | ranks | Gbit/s | mode | compute | transfer | allreduce wait | idle | background compute (rank 0) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for res in results:
+        p, m = res["point"], res["medians"]
+        for mode in MODES:
+            s = m[mode]["shares"]
+            bg = f"{100 * m[mode]['bg_compute_share']:.0f}%" if mode.endswith("_bg") else ""
+            lines.append(f"| {p['model']} | {p['batch']} | {p['ranks']} | {p['gbit']} | {mode} | "
+                         f"{100 * s['compute']:.0f}% | {100 * s['transfer']:.0f}% | {100 * s['allreduce']:.0f}% | "
+                         f"{100 * s['idle']:.0f}% | {bg} |")
+    lines += ["", "## Simulator and planner against the runs", "",
+              "Network profile measured at the point by `--plan auto` (allreduce fit shown). Predicted step: "
+              "`burstpool simulate`; the planner's own prediction is the metrics' `predicted_step_seconds`. "
+              "Background beside the foreground: `--background-independent --packing jobs/profiles/packing.cpu.json`.", "",
+              "| model | batch | ranks | Gbit/s | net fit Gbit/s | dp step ms: measured, simulated, error | "
+              "burst step ms: measured, simulated, error, planner's | bg samples/s beside dp: measured, simulated, error | "
+              "beside burst: measured, simulated, error | auto against the best alone mode |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for res in results:
+        p, m, s = res["point"], res["medians"], res["simulated"]
+        best = max(m["dp"]["fg"], m["burst"]["fg"])
+        lines.append(
+            f"| {p['model']} | {p['batch']} | {p['ranks']} | {p['gbit']} | {res['network']['allreduce_gbit']:.2f} | "
+            f"{1e3 * m['dp']['step_s']:.1f}, {1e3 * s['dp']['step_s']:.1f}, {pct(s['dp']['step_s'], m['dp']['step_s'])} | "
+            f"{1e3 * m['burst']['step_s']:.1f}, {1e3 * s['burst']['step_s']:.1f}, "
+            f"{pct(s['burst']['step_s'], m['burst']['step_s'])}, {1e3 * (m['burst']['predicted_step_s'] or 0):.1f} | "
+            f"{m['dp_bg']['bg']:.0f}, {s['dp']['bg_shared']:.0f}, {pct(s['dp']['bg_shared'], m['dp_bg']['bg'])} | "
+            f"{m['burst_bg']['bg']:.0f}, {s['burst']['bg_shared']:.0f}, {pct(s['burst']['bg_shared'], m['burst_bg']['bg'])} | "
+            f"{m['burst']['fg'] / best:.2f} |")
+    return lines
+
+
+def plot(results, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("no matplotlib: no plot")
+        return
+    series = {}
+    for res in results:
+        p = res["point"]
+        key = f"{p['model']} B={p['batch']} {p['ranks']}r"
+        series.setdefault(key, []).append(res)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    order = lambda g: 1e9 if g == "none" else float(g)
+    for key, rs in series.items():
+        rs.sort(key=lambda r: order(r["point"]["gbit"]))
+        xs = [str(r["point"]["gbit"]) for r in rs]
+        axes[0].plot(xs, [r["medians"]["burst_bg"]["cluster_vs_dp"] for r in rs], marker="o", label=key)
+        axes[1].plot(xs, [r["medians"]["burst"]["fg"] / r["medians"]["dp"]["fg"] for r in rs], marker="o", label=key)
+    axes[0].set_title("burst + background: cluster throughput vs data parallel alone")
+    axes[1].set_title("burst plan alone: foreground samples/s vs data parallel")
+    for ax in axes:
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xlabel("Gbit/s per rank (none: shared memory)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--gbits", default="none,10,3,1")
+    ap.add_argument("--ranks", default="2,4")
+    ap.add_argument("--models", default="vgg16_cifar,vgg_small,lenet5")
+    ap.add_argument("--batches", default="", help="global batches for every model (default: two per model)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "shaped_study"))
+    args = ap.parse_args()
+    args.commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                 text=True).stdout.strip()
+    if os.geteuid() != 0 and args.gbits != "none":
+        sys.exit("shaped points need root (scripts/shaped-net.sh); --gbits none runs without")
+    tmp = tempfile.mkdtemp()
+    bg_profile = os.path.join(tmp, "bg.prof.json")
+    run(["mpirun", "-np", "2", f"{args.build}/burstpool", "profile", f"{MODELS}/{BACKGROUND_MODEL}.ini",
+         "--batches", f"1,2,4,8,16,{BACKGROUND_BATCH}", "--warmup", "2", "--repeats", "5", "--out", bg_profile])
+    results, start = [], time.time()
+    partial = args.out + ".partial.json"
+    for model in args.models.split(","):
+        batches, steps = SETTINGS[model]
+        if args.batches:
+            batches = tuple(int(b) for b in args.batches.split(","))
+        for ranks in (int(r) for r in args.ranks.split(",")):
+            for batch in batches:
+                for gbit in args.gbits.split(","):
+                    fg, bg = write_jobs(tmp, model, batch, steps)
+                    point = {"model": model, "batch": batch, "ranks": ranks, "gbit": gbit, "job": fg, "bg_job": bg,
+                             "model_file": f"{MODELS}/{model}.ini",
+                             "cache": os.path.join(tmp, f"cache-{model}-{batch}-{ranks}-{gbit}"),
+                             "plan": os.path.join(tmp, f"plan-{model}-{batch}-{ranks}-{gbit}.json")}
+                    log(f"{model} batch {batch}, {ranks} ranks, {gbit} Gbit/s ({time.time() - start:.0f} s so far)")
+                    results.append(study_point(args.build, tmp, point, args.rounds, bg_profile))
+                    json.dump({"results": results}, open(partial, "w"), indent=1)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    json.dump({"commit": args.commit, "rounds": args.rounds, "results": results, "seconds": time.time() - start},
+              open(args.out + ".json", "w"), indent=1)
+    os.remove(partial)
+    lines = report(results, args)
+    open(args.out + ".md", "w").write("\n".join(lines) + "\n")
+    plot(results, args.out + ".png")
+    log("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
