@@ -73,22 +73,28 @@ def resnet20():
     w.save("resnet20.ini")
 
 
-def vgg16():
-    w = Writer("vgg16", "VGG-16 (configuration D) for 224x224 RGB inputs, 1000 classes; for planning and benchmarks")
-    x = w.layer("data", "input", shape="3,224,224")
-    cfg = [[64, 64], [128, 128], [256, 256, 256], [512, 512, 512], [512, 512, 512]]
+def vgg(w, x, cfg, pools, classes):
+    """VGG-16's layout: 3x3 conv + ReLU blocks (widths in cfg), max pooling after
+    the first `pools` blocks, then the 4096-wide classifier with dropout."""
     for b, block in enumerate(cfg, start=1):
         for i, out in enumerate(block, start=1):
             x = w.layer(f"conv{b}_{i}", "conv2d", x, out_channels=out, kernel=3, padding=1)
             x = w.layer(f"relu{b}_{i}", "relu", x)
-        x = w.layer(f"pool{b}", "maxpool2d", x, kernel=2, stride=2)
+        if b <= pools:
+            x = w.layer(f"pool{b}", "maxpool2d", x, kernel=2, stride=2)
     x = w.layer("flatten", "flatten", x)
     for i, out in enumerate([4096, 4096], start=6):
         x = w.layer(f"fc{i}", "linear", x, out_features=out)
         x = w.layer(f"relu{i}", "relu", x)
         x = w.layer(f"drop{i}", "dropout", x, p=0.5)
-    x = w.layer("fc8", "linear", x, out_features=1000)
+    x = w.layer("fc8", "linear", x, out_features=classes)
     w.layer("loss", "softmax_cross_entropy", x)
+
+
+def vgg16():
+    w = Writer("vgg16", "VGG-16 (configuration D) for 224x224 RGB inputs, 1000 classes; for planning and benchmarks")
+    x = w.layer("data", "input", shape="3,224,224")
+    vgg(w, x, [[64, 64], [128, 128], [256, 256, 256], [512, 512, 512], [512, 512, 512]], pools=5, classes=1000)
     w.save("vgg16.ini")
 
 
@@ -97,20 +103,8 @@ def vgg16_cifar():
                "# VGG-16's 4096-wide classifier: as in VGG-16, the classifier holds most parameters (21.0 of\n"
                "# 24.7 million), so a data-parallel step's gradient sum, not its compute, meets the network.")
     x = w.layer("data", "input", shape="3,32,32")
-    cfg = [[32, 32], [64, 64], [128, 128, 128], [256, 256, 256], [256, 256, 256]]
-    for b, block in enumerate(cfg, start=1):
-        for i, out in enumerate(block, start=1):
-            x = w.layer(f"conv{b}_{i}", "conv2d", x, out_channels=out, kernel=3, padding=1)
-            x = w.layer(f"relu{b}_{i}", "relu", x)
-        if b < len(cfg):  # four poolings: 32 -> 2, so the classifier reads 256 x 2 x 2
-            x = w.layer(f"pool{b}", "maxpool2d", x, kernel=2, stride=2)
-    x = w.layer("flatten", "flatten", x)
-    for i, out in enumerate([4096, 4096], start=6):
-        x = w.layer(f"fc{i}", "linear", x, out_features=out)
-        x = w.layer(f"relu{i}", "relu", x)
-        x = w.layer(f"drop{i}", "dropout", x, p=0.5)
-    x = w.layer("fc8", "linear", x, out_features=10)
-    w.layer("loss", "softmax_cross_entropy", x)
+    # Four poolings: 32 -> 2, so the classifier reads 256 x 2 x 2.
+    vgg(w, x, [[32, 32], [64, 64], [128, 128, 128], [256, 256, 256], [256, 256, 256]], pools=4, classes=10)
     w.save("vgg16_cifar.ini")
 
 
