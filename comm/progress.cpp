@@ -7,6 +7,8 @@
 #include <mutex>
 #include <thread>
 
+#include "burstpool/runtime.hpp"
+
 namespace burstpool {
 namespace {
 
@@ -64,7 +66,10 @@ bool progress_begin() {
   Pump& p = pump();
   std::lock_guard<std::mutex> lock(p.mutex);
   if (p.interval_us == 0 || p.stop) return false;
-  if (!p.thread.joinable()) p.thread = std::thread([&p] { p.loop(); });
+  if (!p.thread.joinable()) {
+    p.thread = std::thread([&p] { p.loop(); });
+    before_mpi_finalize(stop_progress_thread);
+  }
   if (p.in_flight++ == 0) p.wake.notify_one();
   return true;
 }

@@ -2,6 +2,7 @@
 // Process-wide set-up: MPI, thread counts, and the one error exit.
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,8 @@ std::string expand_output_path(const std::string& pattern, const std::string& jo
 // synchronisation threads call MPI); fails if less than `required` is given.
 WorldInfo init_mpi(int* argc, char*** argv);
 void finalize_mpi();
+// `fn` runs in finalize_mpi, before MPI_Finalize (helper threads that call MPI stop there).
+void before_mpi_finalize(std::function<void()> fn);
 const WorldInfo& world();
 
 // Wall seconds on the steady clock since t.

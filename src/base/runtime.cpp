@@ -18,6 +18,7 @@ namespace burstpool {
 namespace {
 WorldInfo g_world;
 bool g_mpi = false;
+std::vector<std::function<void()>> g_before_finalize;
 }  // namespace
 
 WorldInfo init_mpi(int* argc, char*** argv) {
@@ -76,7 +77,11 @@ std::vector<std::pair<std::string, int>> world_hosts() {
   return hosts;
 }
 
+void before_mpi_finalize(std::function<void()> fn) { g_before_finalize.push_back(std::move(fn)); }
+
 void finalize_mpi() {
+  for (const auto& fn : g_before_finalize) fn();
+  g_before_finalize.clear();
   if (g_mpi) MPI_Finalize();
   g_mpi = false;
 }

@@ -6,7 +6,6 @@
 #include "burstpool/error.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/version.hpp"
-#include "comm/progress.hpp"
 #include "commands.hpp"
 
 int main(int argc, char** argv) {
@@ -39,7 +38,6 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     die(fmt::format("internal error: {}", e.what()));
   }
-  stop_progress_thread();
   finalize_mpi();
   return cli::exit_status;
 }

@@ -16,7 +16,6 @@
 #include "burstpool/session.hpp"
 #include "burstpool/stop.hpp"
 #include "burstpool/trainer.hpp"
-#include "comm/progress.hpp"
 #include "commands.hpp"
 
 namespace burstpool::cli {
@@ -168,7 +167,6 @@ Command add_train(CLI::App& app) {
             const JobConfig job = job_of(*args);
             prepare_outputs(job);
             install_stop_handlers();
-            set_progress_interval_us(job.progress_us);
             TrainResult result = train(job);
             result.hosts = world_hosts();
             write_metrics(job, result);

@@ -19,6 +19,7 @@
 #include "burstpool/runtime.hpp"
 #include "burstpool/session.hpp"
 #include "burstpool/version.hpp"
+#include "comm/progress.hpp"
 
 namespace burstpool {
 
@@ -68,6 +69,7 @@ std::optional<Resumed> resume_training(const JobConfig& job, Model& model, Sgd& 
 }
 
 TrainResult train(const JobConfig& job) {
+  set_progress_interval_us(job.progress_us);
   if (!job.trace_path.empty() && job.sync.strategy != "ssgd")
     throw Error(fmt::format("--trace: timelines cover data-parallel and burst runs ([sync] strategy = ssgd), not {}",
                             job.sync.strategy));
