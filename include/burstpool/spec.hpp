@@ -67,6 +67,9 @@ struct ModelSpec {
 // Numbers in user files: the whole string must parse.
 bool parse_int(const std::string& text, int& out);
 bool parse_float(const std::string& text, float& out);
+// Items between separators, trimmed; blank text gives none. An empty item (a
+// separator at either end, or two in a row: "3,", "1,,2") is kept as "", so
+// the caller refuses it as it refuses any malformed item.
 std::vector<std::string> split_list(const std::string& text, char sep = ',');
 std::string trim(const std::string& text);
 

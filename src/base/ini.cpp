@@ -29,6 +29,12 @@ char* read_line(char* buffer, int size, void* user) {
   ++r->line;
   std::string t = trim(text);
   if (t.size() > 2 && t.front() == '[' && t.back() == ']') r->section_lines.emplace(t.substr(1, t.size() - 2), r->line);
+  // inih reads a line up to its first NUL byte, which would cut a value short
+  // without a word; such a line is refused.
+  if (text.find('\0') != std::string::npos) {
+    if (r->error.empty()) r->error = fmt::format("{}:{}: the line holds a NUL byte", r->doc->file, r->line);
+    text.clear();
+  }
   // inih splits lines longer than its buffer; reject them instead of misreading.
   if (static_cast<int>(text.size()) + 2 > size) {
     if (r->error.empty()) r->error = fmt::format("{}:{}: line longer than {} characters", r->doc->file, r->line, size - 2);

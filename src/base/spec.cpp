@@ -33,12 +33,12 @@ std::string trim(const std::string& text) {
 
 std::vector<std::string> split_list(const std::string& text, char sep) {
   std::vector<std::string> out;
+  if (trim(text).empty()) return out;
   size_t start = 0;
   while (start <= text.size()) {
     size_t end = text.find(sep, start);
     if (end == std::string::npos) end = text.size();
-    std::string item = trim(text.substr(start, end - start));
-    if (!item.empty()) out.push_back(item);
+    out.push_back(trim(text.substr(start, end - start)));
     start = end + 1;
   }
   return out;
@@ -148,6 +148,9 @@ std::vector<int> ModelSpec::topological_order() const {
       throw Error(fmt::format("{}: layer name '{}' is used twice (first at {})", l.loc.str(), l.name,
                               layers[first].loc.str()));
     for (const std::string& in : l.inputs) {
+      if (in.empty())
+        throw Error(fmt::format("{}: layer '{}' has an empty name in 'inputs' (a comma too many?)",
+                                l.where("inputs").str(), l.name));
       int p = find(in);
       if (p < 0)
         throw Error(fmt::format("{}: layer '{}' has unknown input '{}'", l.where("inputs").str(),

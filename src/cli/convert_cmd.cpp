@@ -2,6 +2,7 @@
 // keys: prints the job-file key table (the source of docs/jobs.md).
 #include <fmt/format.h>
 
+#include "burstpool/error.hpp"
 #include "burstpool/job.hpp"
 #include "burstpool/model.hpp"
 #include "burstpool/model_io.hpp"
@@ -25,6 +26,10 @@ Command add_convert(CLI::App& app) {
   sub->add_flag("--init-weights", args->init_weights, "HDF5 output: include freshly initialised weights");
   sub->add_option("--seed", args->seed, "Seed for --init-weights");
   return {sub, [args] {
+            if (args->init_weights && !is_hdf5_path(args->out))
+              throw Error(fmt::format("convert: --init-weights needs an HDF5 output (.h5): {} would be INI, which "
+                                      "holds no weights", args->out));
+            if (args->seed < 0) throw Error(fmt::format("convert: --seed {} is negative", args->seed));
             ModelSpec spec = load_model_spec(args->in);
             if (!is_hdf5_path(args->out)) {
               save_model_ini(spec, args->out);

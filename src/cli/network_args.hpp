@@ -26,6 +26,8 @@ struct NetworkArgs {
       NetworkProfile net = load_network(file);
       return {net.p2p, net.allreduce};
     }
+    if (!std::isfinite(bandwidth_gbps) || !std::isfinite(latency_us))
+      throw Error(fmt::format("{}: --bandwidth and --latency must be finite numbers", command));
     if (bandwidth_gbps > 0 && latency_us >= 0) {
       const LinkModel link{latency_us * 1e-6, bandwidth_gbps * 1e9};
       return {link, link};

@@ -190,6 +190,48 @@ expect_error "planner B < 1" "--global-batch 0 must be >= 1" \
 expect_error "amplification limit < 1" "--amp-limit 0.5 must be >= 1" \
   plan "$src/jobs/models/mlp.ini" --profile "$work/mlp.prof.json" --bandwidth 10 --latency 5 --ranks 2 --global-batch 8 \
   --amp-limit 0.5
+expect_error "infinite bandwidth" "plan: --bandwidth and --latency must be finite numbers" \
+  plan "$src/jobs/models/mlp.ini" --profile "$work/mlp.prof.json" --bandwidth inf --latency 5 --ranks 2 --global-batch 8
+expect_error "empty batch in a list" "--batches: '' is not a positive integer" \
+  profile "$src/jobs/models/mlp.ini" --batches 1,,2 --out "$work/never.json"
+
+# A list value with a comma too many, a NUL byte in a value, and weights asked
+# of a format that cannot hold them: refused, not read as something else.
+m=$(model_with trailing_kernel "
+[conv]
+type = conv2d
+inputs = data
+out_channels = 2
+kernel = 3,
+$tail_layers")
+expect_error "trailing comma in a pair" "trailing_kernel\.ini:9: layer 'conv' \(conv2d\), key 'kernel': '3,' is not an integer" \
+  train "$(job_for trailing_kernel "$m")" --steps 1
+printf '[data]\ntype = input\nshape = 1,8,8,\n%s' "$tail_layers" | sed 's/inputs = conv$/inputs = data/' >"$work/trailing_shape.ini"
+expect_error "trailing comma in a shape" "trailing_shape\.ini:3: .*key 'shape': '1,8,8,' is not C\[,H\[,W\]\]" \
+  train "$(job_for trailing_shape "$work/trailing_shape.ini")" --steps 1
+m=$(model_with trailing_inputs "
+[conv]
+type = conv2d
+inputs = data,
+out_channels = 2
+kernel = 3
+$tail_layers")
+expect_error "trailing comma in inputs" "trailing_inputs\.ini:7: layer 'conv' has an empty name in 'inputs'" \
+  train "$(job_for trailing_inputs "$m")" --steps 1
+m=$(model_with nul_value "
+[conv]
+type = conv2d
+inputs = data
+out_channels = 2
+kernel = 3
+$tail_layers")
+sed -i 's/^out_channels = 2$/out_channels = 2\x00junk/' "$m"
+expect_error "NUL byte in a value" "nul_value\.ini:8: the line holds a NUL byte" train "$(job_for nul_value "$m")" --steps 1
+expect_error "weights into INI" "convert: --init-weights needs an HDF5 output \(\.h5\)" \
+  convert "$src/jobs/models/mlp.ini" "$work/weights.ini" --init-weights
+expect_error "negative seed" "convert: --seed -1 is negative" \
+  convert "$src/jobs/models/mlp.ini" "$work/weights.h5" --init-weights --seed -1
+
 echo '{"p2p": {"latency_s": -1e-6, "bandwidth_bytes_per_s": 1e9}, "allreduce": {"latency_s": 1e-6}}' >"$work/net.json"
 expect_error "network file with a negative number" "net\.json: p2p\.latency_s = -1e-06 is negative" \
   plan "$src/jobs/models/mlp.ini" --profile "$work/mlp.prof.json" --network "$work/net.json" --ranks 2 --global-batch 8
