@@ -101,12 +101,25 @@ const std::vector<JobKey>& job_schema() {
   return keys;
 }
 
+namespace {
+// A table cell's text: a bare '|' would end the cell, so it is escaped
+// (Markdown viewers show "\|" as '|', also inside code spans).
+std::string cell(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+}  // namespace
+
 std::string job_schema_markdown() {
   std::string out = "| section | key | default | unit | range | meaning |\n|---|---|---|---|---|---|\n";
   for (const JobKey& k : job_schema())
     out += fmt::format("| [{}] | `{}` | {} | {} | {} | {} |\n", k.section, k.key,
-                       *k.fallback ? fmt::format("`{}`", k.fallback) : "(none)", k.unit,
-                       *k.range ? fmt::format("`{}`", k.range) : "", k.meaning);
+                       *k.fallback ? fmt::format("`{}`", cell(k.fallback)) : "(none)", cell(k.unit),
+                       *k.range ? fmt::format("`{}`", cell(k.range)) : "", cell(k.meaning));
   return out;
 }
 
