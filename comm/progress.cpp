@@ -36,9 +36,12 @@ struct Pump {
   }
 };
 
+// Never destroyed: a process that ends without finalize_mpi (MPI_Abort after
+// an error on another rank) must not run ~thread on a running helper, which
+// would call std::terminate.
 Pump& pump() {
-  static Pump p;
-  return p;
+  static Pump* p = new Pump;
+  return *p;
 }
 
 bool thread_multiple() {
@@ -54,12 +57,6 @@ void set_progress_interval_us(int microseconds) {
   Pump& p = pump();
   std::lock_guard<std::mutex> lock(p.mutex);
   p.interval_us = microseconds > 0 && thread_multiple() ? microseconds : 0;
-}
-
-int progress_interval_us() {
-  Pump& p = pump();
-  std::lock_guard<std::mutex> lock(p.mutex);
-  return p.interval_us;
 }
 
 bool progress_begin() {

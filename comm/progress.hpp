@@ -6,13 +6,16 @@
 // fragments beyond what the socket buffers hold, wait for the rank's next
 // MPI call. The executor makes one between layers, but one layer's backward
 // can take tens of milliseconds, in which a link would move far more than
-// the socket buffers hold. Gradient sums (MpiGroupReducer) count their
-// operations in flight here. Slice exchanges do not: for a burst plan of
-// vgg16_cifar at 1 Gbit/s the helper changed nothing measurable (medians of
-// 3 alternating rounds, 100.4 against 101.8 samples/s without it). So, while operations are in flight, a helper thread of
-// the process turns MPI's progress engine every `interval` (MPI_Iprobe on
-// MPI_COMM_SELF, which matches nothing) and sleeps in between; when nothing
-// is in flight it waits on a condition variable and costs nothing.
+// the socket buffers hold. So, while operations are in flight, a helper
+// thread of the process turns MPI's progress engine every `interval`
+// (MPI_Iprobe on MPI_COMM_SELF, which matches nothing) and sleeps in between;
+// when nothing is in flight it waits on a condition variable and costs
+// nothing.
+//
+// Gradient sums (MpiGroupReducer) count their operations in flight here.
+// Slice exchanges do not: for a burst plan of vgg16_cifar at 1 Gbit/s the
+// helper changed nothing measurable (medians of 3 alternating rounds, 100.4
+// against 101.8 samples/s without it).
 //
 // Process-wide, like the wait policy (comm/wait.hpp): MPI's progress engine
 // is the process's. Needs MPI_THREAD_MULTIPLE; without it the helper is never
@@ -22,7 +25,6 @@ namespace burstpool {
 
 // 0: no helper thread. Takes effect for operations started afterwards.
 void set_progress_interval_us(int microseconds);
-int progress_interval_us();
 // Operations that need progress have started: true when the helper now
 // counts them, and then progress_end() must follow once they have completed.
 bool progress_begin();
