@@ -94,7 +94,8 @@ std::string rank_ranges(const RankSet& set) {
   for (size_t i = 0; i < set.size();) {
     size_t j = i;
     while (j + 1 < set.size() && set[j + 1] == set[j] + 1) ++j;
-    text += (text.empty() ? "" : ",") + (j == i ? std::to_string(set[i]) : fmt::format("{}-{}", set[i], set[j]));
+    if (!text.empty()) text += ',';
+    text += j == i ? std::to_string(set[i]) : fmt::format("{}-{}", set[i], set[j]);
     i = j + 1;
   }
   return text;
