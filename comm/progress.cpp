@@ -59,7 +59,14 @@ void set_progress_interval_us(int microseconds) {
   p.interval_us = microseconds > 0 && thread_multiple() ? microseconds : 0;
 }
 
+namespace {
+thread_local bool t_use_helper = true;
+}  // namespace
+
+void use_progress_helper_on_this_thread(bool on) { t_use_helper = on; }
+
 bool progress_begin() {
+  if (!t_use_helper) return false;
   Pump& p = pump();
   std::lock_guard<std::mutex> lock(p.mutex);
   if (p.interval_us == 0 || p.stop) return false;

@@ -25,6 +25,11 @@ namespace burstpool {
 
 // 0: no helper thread. Takes effect for operations started afterwards.
 void set_progress_interval_us(int microseconds);
+// Whether operations started on the calling thread use the helper (default
+// yes). A background job's thread opts out: the helper runs at normal
+// priority and would take the foreground's core every interval for sums
+// that, by design, wait for the foreground's idle time.
+void use_progress_helper_on_this_thread(bool on);
 // Operations that need progress have started: true when the helper now
 // counts them, and then progress_end() must follow once they have completed.
 bool progress_begin();

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "comm/progress.hpp"
 #include "comm/wait.hpp"
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/error.hpp"
@@ -241,6 +242,7 @@ void BackgroundJob::run_thread() {
   report_.priority = idle_thread_ ? lower_thread_priority() : "normal ([background] thread_priority)";
   omp_set_num_threads(1);  // this thread's OpenMP teams only; the foreground keeps its own
   set_wait_cancel_flag(&cancel_);
+  use_progress_helper_on_this_thread(false);
   try {
     steps_->run_until(session_->total_steps());
   } catch (const WaitCancelled&) {
