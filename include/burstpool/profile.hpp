@@ -100,6 +100,8 @@ void save_network(const NetworkProfile& net, const std::string& path);
 // Errors name the file and the key on missing or negative numbers.
 NetworkProfile load_network(const std::string& path);
 
+// The upper median of timings (0 for none); the profilers keep it.
+double median(std::vector<double> v);
 // Least squares t = a + b x; returns {a, b}.
 std::pair<double, double> fit_line(const std::vector<double>& x, const std::vector<double>& t);
 

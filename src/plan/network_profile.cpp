@@ -25,11 +25,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int kWarmup = 2;  // untimed operations before each size's timed ones
 
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 std::string size_text(double bytes) {
   if (bytes >= 1 << 20) return fmt::format("{:g} MiB", bytes / (1 << 20));
   if (bytes >= 1 << 10) return fmt::format("{:g} KiB", bytes / (1 << 10));

@@ -23,11 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 // Median milliseconds of `fn` over `repeats` runs after `warmup` runs.
 template <class F>
 double time_ms(F&& fn, int warmup, int repeats) {
@@ -215,6 +210,11 @@ ModelProfile load_profile(const std::string& path, const ModelSpec& spec) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: malformed profile ({})", path, e.what()));
   }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 std::pair<double, double> fit_line(const std::vector<double>& x, const std::vector<double>& t) {
