@@ -68,9 +68,32 @@ Context::Context(int local_rank, StreamRole work, const std::string& wait) : wor
   allocator_ = std::make_unique<CachingAllocator>(
       [](size_t bytes) -> void* {
         void* p = nullptr;
-        return cudaMalloc(&p, bytes) == cudaSuccess ? p : nullptr;
+        if (cudaMalloc(&p, bytes) == cudaSuccess) return p;
+        // A failed call is also the thread's "last error" until read, and
+        // the launch checks read it (cudaGetLastError): the allocator
+        // retries after releasing its cache, so clear it here, or the next
+        // kernel launch would report this handled failure as its own.
+        cudaGetLastError();
+        return nullptr;
       },
       [](void* p) { cudaFree(p); });
+}
+
+// cudaEventBlockingSync when the device's schedule is blocking: the flag
+// read when the event is made (a background job's context leaves the
+// schedule to the foreground's, made first).
+unsigned host_wait_event_flags(unsigned device_flags) {
+  const bool block = (device_flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync;
+  return cudaEventDisableTiming | (block ? cudaEventBlockingSync : 0u);
+}
+
+cudaEvent_t host_wait_event(int device) {
+  BP_CUDA_CHECK(cudaSetDevice(device));
+  unsigned flags = 0;
+  BP_CUDA_CHECK(cudaGetDeviceFlags(&flags));
+  cudaEvent_t e = nullptr;
+  BP_CUDA_CHECK(cudaEventCreateWithFlags(&e, host_wait_event_flags(flags)));
+  return e;
 }
 
 Context::~Context() {

@@ -16,6 +16,16 @@
 
 namespace burstpool::cuda {
 
+// An event of `device` that the host waits on (cudaEventSynchronize): it
+// blocks the waiting thread when the device's threads are set to block, as a
+// stream synchronisation does. cudaEventSynchronize busy-waits on an event
+// made without cudaEventBlockingSync whatever the device's flags, so a
+// background job's waits for its pieces would spin on a core the foreground
+// needs. The caller destroys it.
+cudaEvent_t host_wait_event(int device);
+// Its flags for the device flags given (cudaGetDeviceFlags).
+unsigned host_wait_event_flags(unsigned device_flags);
+
 class Context {
  public:
   // `wait`: "block" or "spin" sets how the process's threads wait for this

@@ -40,6 +40,7 @@ GpuModel::GpuModel(Model& host, Context& ctx) : host_(host), ctx_(ctx), stream_(
   loss_ = device(1);
   prob_ = device(static_cast<size_t>(cap) * m.classes());
   labels_ = reinterpret_cast<int32_t*>(device(cap));
+  loss_parts_ = reinterpret_cast<double*>(device(2 * static_cast<size_t>(cap)));  // cap doubles
   bn_sums_ = reinterpret_cast<double*>(device(2 * (2 * widest + 1)));
   BP_CUDA_CHECK(cudaMallocHost(&host_sums_, (2 * widest + 1) * sizeof(double)));
   keys_ = reinterpret_cast<uint64_t*>(device(2 * static_cast<size_t>(m.size())));
@@ -64,7 +65,7 @@ void GpuModel::set_pieces_in_flight(int pieces) {
   use_device();
   for (cudaEvent_t e : piece_events_) cudaEventDestroy(e);
   piece_events_.assign(static_cast<size_t>(std::max(1, pieces)) + 1, nullptr);
-  for (cudaEvent_t& e : piece_events_) BP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  for (cudaEvent_t& e : piece_events_) e = host_wait_event(ctx_.device());  // waited on by the host
   pieces_ = std::make_unique<PieceWindow<cudaEvent_t>>(
       pieces,
       [this] {
@@ -82,7 +83,7 @@ void GpuModel::join_ranks(DeviceRanks ranks) {
     nccl_ = std::make_unique<NcclGroup>(ranks_.comm);
     sync_stream_ = ctx_.stream(StreamRole::gradient_sync);
     BP_CUDA_CHECK(cudaEventCreateWithFlags(&layer_done_, cudaEventDisableTiming));
-    BP_CUDA_CHECK(cudaEventCreateWithFlags(&sums_done_, cudaEventDisableTiming));
+    sums_done_ = host_wait_event(ctx_.device());  // finish_gradient_sums waits on it
   } else {
     BP_CUDA_CHECK(cudaMallocHost(&host_grads_, std::max<size_t>(host_.param_count(), 1) * sizeof(float)));
   }
@@ -100,11 +101,6 @@ void GpuModel::write_dropout_keys(const burstpool::Context& ctx) {
 GpuModel::StepGraphs* GpuModel::step_graphs(const burstpool::Context& ctx) {
   const bool group_sums = ctx.sum_over_group && has_batchnorm_;  // they wait for the host
   if (!graphs_ || !ctx.training || group_sums || before_layer_ || nccl_) return nullptr;
-  const size_t releases = ctx_.allocator().stats().releases;
-  if (releases != allocator_releases_) {  // workspaces a graph uses may have gone back to the device
-    drop_graphs();
-    allocator_releases_ = releases;
-  }
   return &graphs_by_batch_[batch_];
 }
 
@@ -120,15 +116,19 @@ void GpuModel::run_layers(cudaGraphExec_t* graph, bool* warm, const std::functio
     return;
   }
   // Relaxed: an allocation the warm-up did not make may still happen (and stays cached).
+  // The workspaces the graph uses stay out of the free lists until the graphs are dropped.
   BP_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  ctx_.allocator().hold_frees(true);
   cudaGraph_t captured = nullptr;
   try {
     layers();
   } catch (...) {
+    ctx_.allocator().hold_frees(false);
     cudaStreamEndCapture(stream_, &captured);
     if (captured) cudaGraphDestroy(captured);
     throw;
   }
+  ctx_.allocator().hold_frees(false);
   BP_CUDA_CHECK(cudaStreamEndCapture(stream_, &captured));
   const cudaError_t made = cudaGraphInstantiate(graph, captured, 0);
   cudaGraphDestroy(captured);
@@ -137,11 +137,14 @@ void GpuModel::run_layers(cudaGraphExec_t* graph, bool* warm, const std::functio
 }
 
 void GpuModel::drop_graphs() {
+  if (graphs_by_batch_.empty()) return;
+  cudaStreamSynchronize(stream_);  // no replay still writes the held workspaces
   for (auto& [batch, g] : graphs_by_batch_) {
     if (g.forward) cudaGraphExecDestroy(g.forward);
     if (g.backward) cudaGraphExecDestroy(g.backward);
   }
   graphs_by_batch_.clear();
+  ctx_.allocator().release_held();
 }
 
 float* GpuModel::input(int i, size_t k) const {
@@ -534,7 +537,7 @@ void GpuModel::launch_layer_forward(int i, const burstpool::Context& ctx) {
       return;
     }
     case LayerKind::softmax_cross_entropy:
-      return softmax_xent_forward(x, labels_, prob_, loss_, n, static_cast<int>(in.per_sample()), ctx.loss_scale,
+      return softmax_xent_forward(x, labels_, prob_, loss_, loss_parts_, n, static_cast<int>(in.per_sample()), ctx.loss_scale,
                                   stream_);
     case LayerKind::input: break;  // never launched: its activations are the loaded batch
   }

@@ -20,8 +20,10 @@
 // where nothing inside waits for the host or changes between steps except
 // through device memory: training, no batch-norm group sums, no background
 // gate, no NCCL sums (other steps run eagerly). Dropout reads its per-step
-// key from device memory. A graph keeps the addresses of cached workspaces,
-// so graphs are captured again after the allocator hands its cache back.
+// key from device memory. A graph keeps the addresses of the workspaces it
+// used: the allocator holds them (CachingAllocator::hold_frees) until the
+// graphs are dropped, so nothing made later is handed memory every replay
+// overwrites.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -171,6 +173,7 @@ class GpuModel final : public DeviceModel {
   float* loss_ = nullptr;
   float* prob_ = nullptr;
   int32_t* labels_ = nullptr;
+  double* loss_parts_ = nullptr;  // the loss layer's per-sample losses (softmax_xent_forward)
   std::vector<float*> layer_mean_, layer_invstd_;  // batch norm, per layer
   double* bn_sums_ = nullptr;
   std::map<std::pair<int, int>, std::unique_ptr<CudnnConv>> convs_;  // (layer, batch)
@@ -194,7 +197,6 @@ class GpuModel final : public DeviceModel {
   bool tf32_ = false;
   bool has_batchnorm_ = false;
   std::map<int, StepGraphs> graphs_by_batch_;
-  size_t allocator_releases_ = 0;  // the allocator's count the graphs were captured under
   uint64_t* keys_ = nullptr;       // device: each layer's dropout key for this step
   uint64_t* host_keys_ = nullptr;  // pinned
 };

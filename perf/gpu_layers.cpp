@@ -172,7 +172,8 @@ int main(int argc, char** argv) {
         labels = static_cast<int32_t*>(ctx.allocator().allocate(sizeof(int32_t) * batch));
         BP_CUDA_CHECK(cudaMemset(labels, 0, sizeof(int32_t) * batch));
         float* prob = device_floats(ctx, in.count(), owned);
-        t.forward = [=] { cuda::softmax_xent_forward(x, labels, prob, y, batch, k, 1.0 / batch, s); };
+        auto* parts = reinterpret_cast<double*>(device_floats(ctx, 2 * static_cast<size_t>(batch), owned));
+        t.forward = [=] { cuda::softmax_xent_forward(x, labels, prob, y, parts, batch, k, 1.0 / batch, s); };
         t.backward = [=] { cuda::softmax_xent_backward(prob, labels, 1.0f / batch, dx, batch, k, false, s); };
       } else {
         throw Error(fmt::format("layer '{}': type {} is not in this benchmark yet", l.name, l.type));

@@ -79,6 +79,11 @@ NcclGroup::~NcclGroup() {
   if (comm_) ncclCommDestroy(comm_);
 }
 
+void NcclGroup::abort() {
+  if (comm_) ncclCommAbort(comm_);
+  comm_ = nullptr;
+}
+
 void NcclGroup::allreduce_sum(float* data, size_t count, cudaStream_t stream) const {
   BP_NCCL_CHECK(ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm_, stream));
 }

@@ -54,6 +54,10 @@ class NcclGroup {
   // Slice transfers of one layer go between ncclGroupStart and ncclGroupEnd.
   void send(const float* data, size_t count, int peer, cudaStream_t stream) const;
   void recv(float* data, size_t count, int peer, cudaStream_t stream) const;
+  // Ends the communicator without waiting for its operations (ncclCommAbort:
+  // a peer may never post the other half of a send or receive). For error
+  // paths only: nothing may use the group afterwards.
+  void abort();
 
  private:
   NcclGroup(const ncclUniqueId& id, int rank, int size);

@@ -1,6 +1,7 @@
 #include "cuda/nccl/nccl_reducer.hpp"
 
 #include "cuda/check.hpp"
+#include "cuda/context.hpp"
 #include "burstpool/error.hpp"
 
 namespace burstpool {
@@ -12,7 +13,7 @@ NcclGroupReducer::NcclGroupReducer(const GroupCache& groups, int device, cudaStr
   for (const Communicator* group : groups.groups())
     if (group->member() && group->size() > 1) nccl_.emplace(group, std::make_unique<NcclGroup>(group->get()));
   BP_CUDA_CHECK(cudaEventCreateWithFlags(&layers_done_, cudaEventDisableTiming));
-  BP_CUDA_CHECK(cudaEventCreateWithFlags(&sums_done_, cudaEventDisableTiming));
+  sums_done_ = cuda::host_wait_event(device_);  // finish waits on it
 }
 
 NcclGroupReducer::~NcclGroupReducer() {

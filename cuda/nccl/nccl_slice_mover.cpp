@@ -10,7 +10,16 @@ NcclSliceMover::NcclSliceMover(std::unique_ptr<NcclGroup> world, int device, cud
     : world_(std::move(world)), device_(device), stream_(stream), memory_(memory), order_(std::move(order)) {}
 
 NcclSliceMover::~NcclSliceMover() {
-  if (group_open_) ncclGroupEnd();  // an exception between queueing and finish()
+  if (group_open_) {
+    // Unwinding from an exception between queueing and finish(): ending the
+    // group would launch sends and receives whose peers may never post
+    // theirs (they failed too, or wait elsewhere), and waiting for the
+    // temporaries would then never return. The communicator is aborted
+    // instead, and the temporaries are not handed back: the stream may
+    // still name them. The run is failing; nothing may use NCCL after this.
+    world_->abort();
+    return;
+  }
   if (!additions_.empty()) cudaStreamSynchronize(stream_);  // before the temporaries go back
   for (const Addition& a : additions_) memory_.deallocate(a.piece);
 }

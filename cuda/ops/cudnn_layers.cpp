@@ -39,15 +39,17 @@ bool sums_directly(cudnnConvolutionBwdFilterAlgo_t a) {
 // (with `direct_only`, one that sums directly) and gives the same bits on
 // every run, so training runs repeat exactly (a background job, a resume, a
 // rerun); failing that, the first that works and is allowed.
+// The entry is returned whole: its math type is the variant ranked (and, when
+// measured, timed), which the descriptor must be set to when the algorithm runs.
 template <class Perf>
-auto chosen_algorithm(const Perf* perf, int found, bool direct_only, const char* what) {
+const Perf& chosen_algorithm(const Perf* perf, int found, bool direct_only, const char* what) {
   auto usable = [&](int k) {
     return perf[k].status == CUDNN_STATUS_SUCCESS && (!direct_only || sums_directly(perf[k].algo));
   };
   for (int k = 0; k < found; ++k)
-    if (usable(k) && perf[k].determinism == CUDNN_DETERMINISTIC) return perf[k].algo;
+    if (usable(k) && perf[k].determinism == CUDNN_DETERMINISTIC) return perf[k];
   for (int k = 0; k < found; ++k)
-    if (usable(k)) return perf[k].algo;
+    if (usable(k)) return perf[k];
   throw Error(
       fmt::format("cuDNN has no {} convolution {}for this shape", what, direct_only ? "that sums directly " : ""));
 }
@@ -63,6 +65,16 @@ ConvAlgorithms conv_algorithms(const std::string& name) {
 
 CudnnConv::CudnnConv(cudnnHandle_t handle, const Geometry2d& g, ConvAlgorithms how, bool tf32, AlgorithmCache* cache)
     : handle_(handle) {
+  // A throwing constructor runs no destructor: what was made so far goes here.
+  try {
+    describe_and_choose(g, how, tf32, cache);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+void CudnnConv::describe_and_choose(const Geometry2d& g, ConvAlgorithms how, bool tf32, AlgorithmCache* cache) {
   x_ = tensor(g.n, g.c, g.h, g.w);
   y_ = tensor(g.n, g.oc, g.oh(), g.ow());
   bias_ = tensor(1, g.oc, 1, 1);
@@ -82,10 +94,13 @@ CudnnConv::CudnnConv(cudnnHandle_t handle, const Geometry2d& g, ConvAlgorithms h
       fwd_ = static_cast<cudnnConvolutionFwdAlgo_t>((*c)[0]);
       bwd_data_ = static_cast<cudnnConvolutionBwdDataAlgo_t>((*c)[1]);
       bwd_filter_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>((*c)[2]);
+      for (int k = 0; k < 3; ++k) math_[k] = static_cast<cudnnMathType_t>((*c)[3 + k]);
       return;
     }
   choose(measured, direct);
-  if (cache) cache->add(key, {static_cast<int>(fwd_), static_cast<int>(bwd_data_), static_cast<int>(bwd_filter_)});
+  if (cache)
+    cache->add(key, {static_cast<int>(fwd_), static_cast<int>(bwd_data_), static_cast<int>(bwd_filter_), math_[0],
+                     math_[1], math_[2]});
 }
 
 // The rankings list the candidates best first: by cuDNN's heuristics, or by
@@ -95,16 +110,19 @@ void CudnnConv::choose(bool measured, bool direct) {
   cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   BP_CUDNN_CHECK((measured ? cudnnFindConvolutionForwardAlgorithm : cudnnGetConvolutionForwardAlgorithm_v7)(
       handle_, x_, w_, conv_, y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, fwd));
-  fwd_ = chosen_algorithm(fwd, found, direct, "forward");
+  const auto& f = chosen_algorithm(fwd, found, direct, "forward");
+  fwd_ = f.algo, math_[0] = f.mathType;
   cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   BP_CUDNN_CHECK((measured ? cudnnFindConvolutionBackwardDataAlgorithm : cudnnGetConvolutionBackwardDataAlgorithm_v7)(
       handle_, w_, y_, conv_, x_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, data));
-  bwd_data_ = chosen_algorithm(data, found, direct, "backward-data");
+  const auto& d = chosen_algorithm(data, found, direct, "backward-data");
+  bwd_data_ = d.algo, math_[1] = d.mathType;
   cudnnConvolutionBwdFilterAlgoPerf_t filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   BP_CUDNN_CHECK(
       (measured ? cudnnFindConvolutionBackwardFilterAlgorithm : cudnnGetConvolutionBackwardFilterAlgorithm_v7)(
           handle_, x_, y_, conv_, w_, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, filter));
-  bwd_filter_ = chosen_algorithm(filter, found, direct, "backward-filter");
+  const auto& w = chosen_algorithm(filter, found, direct, "backward-filter");
+  bwd_filter_ = w.algo, math_[2] = w.mathType;
 }
 
 std::string CudnnConv::algorithms() const {
@@ -113,23 +131,35 @@ std::string CudnnConv::algorithms() const {
   static const char* const data[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
   static const char* const filter[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED",
                                        "FFT_TILING"};
+  static const char* const math[] = {"default math", "tensor ops", "tensor ops with conversion", "fma"};
   auto name = [](const auto& names, int algo) {
     return algo >= 0 && algo < static_cast<int>(std::size(names)) ? std::string(names[algo]) : std::to_string(algo);
   };
-  return "forward " + name(forward, fwd_) + ", data " + name(data, bwd_data_) + ", filter " +
-         name(filter, bwd_filter_);
+  auto with = [&](const auto& names, int algo, cudnnMathType_t m) {
+    return name(names, algo) + " (" + name(math, static_cast<int>(m)) + ")";
+  };
+  return "forward " + with(forward, fwd_, math_[0]) + ", data " + with(data, bwd_data_, math_[1]) + ", filter " +
+         with(filter, bwd_filter_, math_[2]);
 }
 
-CudnnConv::~CudnnConv() {
-  cudnnDestroyConvolutionDescriptor(conv_);
-  cudnnDestroyFilterDescriptor(w_);
-  for (cudnnTensorDescriptor_t d : {x_, y_, bias_}) cudnnDestroyTensorDescriptor(d);
+CudnnConv::~CudnnConv() { release(); }
+
+void CudnnConv::release() {
+  if (conv_) cudnnDestroyConvolutionDescriptor(conv_);
+  if (w_) cudnnDestroyFilterDescriptor(w_);
+  for (cudnnTensorDescriptor_t d : {x_, y_, bias_})
+    if (d) cudnnDestroyTensorDescriptor(d);
+  conv_ = nullptr, w_ = nullptr, x_ = y_ = bias_ = nullptr;
 }
+
+// Each direction runs in the math type its algorithm was chosen with.
+void CudnnConv::use_math(int direction) { BP_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, math_[direction])); }
 
 void CudnnConv::forward(const float* x, const float* weight, const float* bias, float* y, CachingAllocator& memory,
                         cudaStream_t stream) {
   BP_CUDNN_CHECK(cudnnSetStream(handle_, stream));
   size_t bytes = 0;
+  use_math(0);
   BP_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, fwd_, &bytes));
   Workspace ws(memory, bytes);
   const float one = 1.0f, zero = 0.0f;
@@ -142,6 +172,7 @@ void CudnnConv::backward(const float* x, const float* weight, const float* dy, f
   BP_CUDNN_CHECK(cudnnSetStream(handle_, stream));
   const float one = 1.0f, zero = 0.0f, keep = accumulate ? 1.0f : 0.0f;
   size_t bytes = 0;
+  use_math(2);
   BP_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle_, x_, y_, conv_, w_, bwd_filter_, &bytes));
   {
     Workspace ws(memory, bytes);
@@ -150,6 +181,7 @@ void CudnnConv::backward(const float* x, const float* weight, const float* dy, f
   }
   if (dbias) BP_CUDNN_CHECK(cudnnConvolutionBackwardBias(handle_, &one, y_, dy, &zero, bias_, dbias));
   if (!dx) return;
+  use_math(1);
   BP_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, w_, y_, conv_, x_, bwd_data_, &bytes));
   Workspace ws(memory, bytes);
   BP_CUDNN_CHECK(cudnnConvolutionBackwardData(handle_, &one, w_, weight, y_, dy, conv_, bwd_data_, ws.ptr, bytes,

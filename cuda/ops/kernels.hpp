@@ -98,11 +98,15 @@ class CudnnConv {
   // dweight, dbias overwritten; dx (may be null) overwritten or accumulated.
   void backward(const float* x, const float* weight, const float* dy, float* dweight, float* dbias, float* dx,
                 bool accumulate, burstpool::CachingAllocator& memory, cudaStream_t stream);
-  // The chosen algorithms, as "forward IMPLICIT_PRECOMP_GEMM, data ALGO_1, filter ALGO_1".
+  // The chosen algorithms and their math types, as "forward
+  // IMPLICIT_PRECOMP_GEMM (fma), data ALGO_1 (fma), filter ALGO_1 (fma)".
   std::string algorithms() const;
 
  private:
+  void describe_and_choose(const Geometry2d& g, ConvAlgorithms how, bool tf32, AlgorithmCache* cache);
   void choose(bool measured, bool direct);  // ranks the candidates and picks
+  void release();                           // the descriptors made so far
+  void use_math(int direction);             // 0 forward, 1 backward data, 2 backward filter
 
   cudnnHandle_t handle_;
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, bias_ = nullptr;
@@ -111,6 +115,9 @@ class CudnnConv {
   cudnnConvolutionFwdAlgo_t fwd_{};
   cudnnConvolutionBwdDataAlgo_t bwd_data_{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
+  // The math type of each direction's algorithm as cuDNN ranked it (forward,
+  // data, filter): the descriptor's own is only what the ranking may use.
+  cudnnMathType_t math_[3] = {CUDNN_FMA_MATH, CUDNN_FMA_MATH, CUDNN_FMA_MATH};
 };
 
 class CudnnPool {
@@ -152,9 +159,13 @@ void concat_backward_part(const float* dy, float* dx, int n, size_t per, size_t 
 
 // Softmax cross-entropy (layers/loss.cpp). Forward writes the probabilities
 // (n x k) and the scalar loss sum * loss_scale to loss[0]; labels are device
-// int32. Backward: dz = (p - onehot) * dloss * loss_scale.
-void softmax_xent_forward(const float* z, const int32_t* labels, float* prob, float* loss, int n, int k,
-                          double loss_scale, cudaStream_t stream);
+// int32; `parts` is the caller's device scratch of n doubles (the per-sample
+// losses, summed in a fixed order). Allocating it here from the stream-ordered
+// pool (cudaMallocAsync) would let the pool reuse a block freed on another
+// stream and make this one wait for it: the foreground for a background job.
+// Backward: dz = (p - onehot) * dloss * loss_scale.
+void softmax_xent_forward(const float* z, const int32_t* labels, float* prob, float* loss, double* parts, int n,
+                          int k, double loss_scale, cudaStream_t stream);
 void softmax_xent_backward(const float* prob, const int32_t* labels, float dloss_times_scale, float* dz, int n, int k,
                            bool accumulate, cudaStream_t stream);
 

@@ -234,14 +234,11 @@ void concat_backward_part(const float* dy, float* dx, int n, size_t per, size_t 
   check_launch();
 }
 
-void softmax_xent_forward(const float* z, const int32_t* labels, float* prob, float* loss, int n, int k,
-                          double loss_scale, cudaStream_t stream) {
-  double* part = nullptr;
-  BP_CUDA_CHECK(cudaMallocAsync(&part, sizeof(double) * (n > 0 ? n : 1), stream));
-  if (n > 0) softmax_xent_kernel<<<blocks_for(n), kThreads, 0, stream>>>(z, labels, prob, part, n, k);
-  loss_total_kernel<<<1, 1, 0, stream>>>(part, n, loss_scale, loss);
+void softmax_xent_forward(const float* z, const int32_t* labels, float* prob, float* loss, double* parts, int n,
+                          int k, double loss_scale, cudaStream_t stream) {
+  if (n > 0) softmax_xent_kernel<<<blocks_for(n), kThreads, 0, stream>>>(z, labels, prob, parts, n, k);
+  loss_total_kernel<<<1, 1, 0, stream>>>(parts, n, loss_scale, loss);
   check_launch();
-  BP_CUDA_CHECK(cudaFreeAsync(part, stream));
 }
 
 void softmax_xent_backward(const float* prob, const int32_t* labels, float scale, float* dz, int n, int k,

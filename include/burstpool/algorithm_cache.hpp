@@ -17,8 +17,9 @@
 
 namespace burstpool {
 
-// Forward, backward-data and backward-filter algorithms, as cuDNN's enum values.
-using AlgorithmChoice = std::array<int, 3>;
+// Forward, backward-data and backward-filter algorithms, then the math type
+// each was ranked and timed with (cudnnMathType_t), as cuDNN's enum values.
+using AlgorithmChoice = std::array<int, 6>;
 
 class AlgorithmCache {
  public:

@@ -33,8 +33,19 @@ class CachingAllocator {
   void* allocate(size_t bytes);
   // `ptr` must come from allocate() and not be freed twice (checked).
   void deallocate(void* ptr);
-  // Returns every cached block to the raw allocator.
+  // Returns every cached block to the raw allocator (not the held ones).
   void release_cached();
+
+  // Blocks a captured CUDA graph uses. Between hold_frees(true) and
+  // hold_frees(false) (a stream capture), freed blocks are held: a graph
+  // replays into them at every launch, so they must never be handed to
+  // anything outside a graph (a scratch vector made later would be
+  // overwritten by every replay). Allocations while holding take held blocks
+  // first (captures run in one stream's order, like their replays).
+  // release_held() hands them back to the free lists once no graph that
+  // uses them is left (and the stream is done with them).
+  void hold_frees(bool on);
+  void release_held();
 
   struct Stats {
     size_t in_use_bytes = 0, cached_bytes = 0;
@@ -42,6 +53,7 @@ class CachingAllocator {
     // Times cached blocks went back to the device. Work that kept a cached
     // block's address (a captured CUDA graph's workspaces) is stale after one.
     size_t releases = 0;
+    size_t held_bytes = 0;  // kept for captured graphs (hold_frees)
   };
   Stats stats() const;
 
@@ -52,6 +64,8 @@ class CachingAllocator {
   mutable std::mutex mutex_;
   std::map<size_t, std::vector<void*>> free_blocks_;  // by bin size
   std::unordered_map<void*, size_t> live_;            // block -> bin size
+  std::map<size_t, std::vector<void*>> held_;         // by bin size: hold_frees
+  bool holding_ = false;
   Stats stats_;
 };
 

@@ -31,11 +31,16 @@ struct MemoryEstimate {
   uint64_t buffers = 0;      // what layers keep for backward and their scratch (Layer::buffer_bytes)
   uint64_t data = 0;         // training and test samples held in memory, as float32
   uint64_t workspace = 0;    // gradient buckets and batch staging
+  // On a GPU only ([job] device = cuda): each device model's CUDA context
+  // (kCudaContextBytes), its largest cuDNN convolution workspace (with CUDA
+  // graphs, every convolution's: a graph holds them all), and in bf16 its
+  // rounded copy of the weights. Not in total(): the host does not hold it.
+  uint64_t device_only = 0;
   std::vector<LayerBytes> layers;  // every model copy's layers, largest first
 
   uint64_t total() const { return parameters + optimizer + activations + buffers + data + workspace; }
   // The part that lives on a GPU when the job runs on one (no data, no host staging).
-  uint64_t device_total() const { return parameters + optimizer + activations + buffers; }
+  uint64_t device_total() const { return parameters + optimizer + activations + buffers + device_only; }
   // Adds `copies` times `other` (learners are copies of one model).
   void add(const MemoryEstimate& other, uint64_t copies = 1);
   // "2.4 GiB: parameters 0.1, optimizer 0.1, activations 1.9, ... ; largest layers: conv1 0.6 GiB, ..."
@@ -49,6 +54,11 @@ struct MemoryEstimate {
 // size of the parameters for the optimizer.
 MemoryEstimate estimate_model_memory(const ModelSpec& spec, const Plan& plan, int rank, int threads,
                                      int optimizer_copies);
+
+// What one CUDA context costs on its GPU beyond the model's buffers, as an
+// estimate: cuBLAS's default workspace (32 MiB on Hopper, 4 MiB before) and
+// cuDNN's handle. Every device model has one: each learner and a background job too.
+constexpr uint64_t kCudaContextBytes = uint64_t(48) << 20;
 
 // Everything `job` allocates on `rank` of `world_size` ranks: its model(s)
 // under `plan` (sma, shadow and local-sgd ignore it: their learners each take

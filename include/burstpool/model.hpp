@@ -81,7 +81,11 @@ class Model {
   Tensor& activation(int i) { return acts_[i]; }
   Tensor& gradient(int i) { return act_grads_[i]; }  // empty for the input layer
   const Tensor& loss_seed() const { return loss_seed_; }  // d(loss)/d(loss) = 1, the loss layer's output gradient
-  void load_batch(const float* images);              // batch() samples into the input layer
+  // batch() samples into the input layer; in bf16 rounded to bf16 as the
+  // input layer's forward rounds its output (and the GPU its upload), so the
+  // paths that skip that layer's forward (the executor, the twin) train the
+  // same numbers as Model::forward.
+  void load_batch(const float* images, Precision precision = Precision::fp32);
 
   void forward_layer(int i, const Context& ctx);
   void backward_layer(int i, const Context& ctx);

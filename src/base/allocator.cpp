@@ -11,6 +11,7 @@ size_t CachingAllocator::bin_size(size_t bytes) {
 }
 
 CachingAllocator::~CachingAllocator() {
+  release_held();
   release_cached();
   for (auto& [ptr, size] : live_) free_(ptr);  // leaked by the user: still returned
 }
@@ -21,7 +22,12 @@ void* CachingAllocator::allocate(size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = free_blocks_.find(size);
   void* ptr = nullptr;
-  if (it != free_blocks_.end() && !it->second.empty()) {
+  if (auto held = held_.find(size); holding_ && held != held_.end() && !held->second.empty()) {
+    ptr = held->second.back();
+    held->second.pop_back();
+    stats_.held_bytes -= size;
+    ++stats_.reuses;
+  } else if (it != free_blocks_.end() && !it->second.empty()) {
     ptr = it->second.back();
     it->second.pop_back();
     stats_.cached_bytes -= size;
@@ -48,9 +54,30 @@ void CachingAllocator::deallocate(void* ptr) {
   BP_CHECK(it != live_.end(), "deallocate of a block this allocator does not hold (freed twice?)");
   const size_t size = it->second;
   live_.erase(it);
-  free_blocks_[size].push_back(ptr);
   stats_.in_use_bytes -= size;
+  if (holding_) {
+    held_[size].push_back(ptr);
+    stats_.held_bytes += size;
+    return;
+  }
+  free_blocks_[size].push_back(ptr);
   stats_.cached_bytes += size;
+}
+
+void CachingAllocator::hold_frees(bool on) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  holding_ = on;
+}
+
+void CachingAllocator::release_held() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [size, blocks] : held_) {
+    auto& free = free_blocks_[size];
+    free.insert(free.end(), blocks.begin(), blocks.end());
+  }
+  stats_.cached_bytes += stats_.held_bytes;
+  stats_.held_bytes = 0;
+  held_.clear();
 }
 
 void CachingAllocator::release_cached() {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "layers/bf16.hpp"
 #include "layers/kernels.hpp"
 #include "burstpool/error.hpp"
 
@@ -201,8 +202,9 @@ int Model::find(const std::string& name) const {
   return -1;
 }
 
-void Model::load_batch(const float* images) {
+void Model::load_batch(const float* images, Precision precision) {
   std::memcpy(acts_[input_].data(), images, acts_[input_].size() * sizeof(float));
+  if (precision == Precision::bf16) bf16_round(acts_[input_].data(), acts_[input_].size());
 }
 
 void Model::forward_layer(int i, const Context& ctx) {

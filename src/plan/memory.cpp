@@ -126,6 +126,7 @@ void MemoryEstimate::add(const MemoryEstimate& o, uint64_t copies) {
   buffers += copies * o.buffers;
   data += copies * o.data;
   workspace += copies * o.workspace;
+  device_only += copies * o.device_only;
   if (copies > 0) layers.insert(layers.end(), o.layers.begin(), o.layers.end());
   sort_largest_first(layers);
 }
@@ -134,6 +135,7 @@ std::string MemoryEstimate::describe(int largest) const {
   std::string s = fmt::format("{} (parameters {}, optimizer {}, activations {}, layer buffers {}, data {}, workspace {})",
                               human(total()), human(parameters), human(optimizer), human(activations), human(buffers),
                               human(data), human(workspace));
+  if (device_only > 0) s += fmt::format(", and on the GPU only {}", human(device_only));
   if (layers.empty()) return s;
   s += "; largest layers:";
   for (int i = 0; i < std::min<int>(largest, static_cast<int>(layers.size())); ++i)
@@ -171,6 +173,32 @@ MemoryEstimate graph_memory(const LayerGraph& g, const Plan& plan, int rank, int
   return e;
 }
 
+// One device model's GPU-only bytes (MemoryEstimate::device_only). A
+// convolution's workspace is bounded by its explicit GEMM's column matrix
+// (c kh kw x oh ow per sample): the deterministic algorithms burstpool picks
+// need no more, and the transform ones (FFT, Winograd) are not deterministic.
+uint64_t device_only_bytes(const LayerGraph& g, const Plan& plan, int rank, bool graphs, bool bf16) {
+  uint64_t largest = 0, all = 0;
+  for (const auto& layer : g.layers) {
+    const int capacity = Plan::slice_of(plan.ranks_of(layer->name()), rank, plan.global_batch).count;
+    if (layer->kind() != LayerKind::conv2d || capacity == 0) continue;
+    const Shape in = layer->input_shapes()[0], out = layer->output_shape();
+    const LayerAttrs& a = layer->attrs();
+    const uint64_t columns = kFloat * capacity * static_cast<uint64_t>(in.c) * a.kh * a.kw * out.h * out.w;
+    largest = std::max(largest, columns);
+    all += columns;
+  }
+  return kCudaContextBytes + (graphs ? all : largest) + (bf16 ? layout_bytes(g).params : 0);
+}
+
+// graph_memory for a model of `job`, with its GPU-only bytes when the job runs on one.
+MemoryEstimate job_model_memory(const JobConfig& job, const LayerGraph& g, const Plan& plan, int rank, int threads,
+                                int optimizer_copies) {
+  MemoryEstimate e = graph_memory(g, plan, rank, threads, optimizer_copies);
+  if (job.device == "cuda") e.device_only = device_only_bytes(g, plan, rank, job.cuda_graphs, job.precision == "bf16");
+  return e;
+}
+
 }  // namespace
 
 MemoryEstimate estimate_model_memory(const ModelSpec& spec, const Plan& plan, int rank, int threads,
@@ -184,13 +212,13 @@ MemoryEstimate estimate_job_memory(const JobConfig& job, const ModelSpec& spec, 
   const LayerGraph g = build_layer_graph(spec);
   e.data = dataset_bytes(job, g);
   if (job.sync.strategy == "ssgd") {
-    e.add(graph_memory(g, plan, rank, threads, 1));
+    e.add(job_model_memory(job, g, plan, rank, threads, 1));
   } else {
     // Each learner: its replica, SGD velocity and sma momentum; the rank: z,
     // z_prev and the summed corrections (or shadow's averaging copies).
     const int learners =
         job.sync.learners > 0 ? job.sync.learners : job.sync.strategy == "sma" ? job.sync.max_learners : 1;
-    e.add(graph_memory(g, data_parallel_plan(spec, 1, job.batch_size), 0, threads, 2), learners);
+    e.add(job_model_memory(job, g, data_parallel_plan(spec, 1, job.batch_size), 0, threads, 2), learners);
     e.optimizer += 3 * layout_bytes(g).params;
   }
   if (!job.background.job_path.empty()) {
@@ -198,15 +226,15 @@ MemoryEstimate estimate_job_memory(const JobConfig& job, const ModelSpec& spec, 
     // foreground only) and frees it, then builds the background job.
     MemoryEstimate reference;
     if (!job.plan_path.empty()) {
-      reference = graph_memory(g, data_parallel_plan_within(spec, world_size, job.batch_size), rank, threads, 1);
+      reference = job_model_memory(job, g, data_parallel_plan_within(spec, world_size, job.batch_size), rank, threads, 1);
       reference.data = e.data;
     }
     const JobConfig bg = load_job(job.background.job_path);
     const ModelSpec bg_spec = load_job_model(bg);
     const LayerGraph bg_graph = build_layer_graph(bg_spec);
     const int bg_ranks = job.background.sync == "none" ? 1 : world_size;  // none: each rank the whole batch
-    MemoryEstimate background = graph_memory(bg_graph, job_data_parallel_plan(bg, bg_spec, bg_ranks), bg_ranks > 1 ? rank : 0,
-                                             threads, 1);
+    MemoryEstimate background = job_model_memory(bg, bg_graph, job_data_parallel_plan(bg, bg_spec, bg_ranks),
+                                                 bg_ranks > 1 ? rank : 0, threads, 1);
     background.data = dataset_bytes(bg, bg_graph);
     e.add(background.total() >= reference.total() ? background : reference);
   }

@@ -18,8 +18,8 @@ class HostDevice final : public DeviceModel {
   void set_before_layer(std::function<void()> hook) override { before_layer_ = std::move(hook); }
   void use_slot_buffers(const std::vector<std::vector<bool>>&) override {}  // the executor's own
 
-  void load_input(const float* images, int images_n, const int32_t*, int, const Context&) override {
-    if (images_n > 0) m_.load_batch(images);  // labels come with each layer's Context
+  void load_input(const float* images, int images_n, const int32_t*, int, const Context& ctx) override {
+    if (images_n > 0) m_.load_batch(images, ctx.precision);  // labels come with each layer's Context
   }
 
   void forward_layer(int i, const Context& ctx) override {

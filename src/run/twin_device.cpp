@@ -56,7 +56,7 @@ class TwinDevice final : public DeviceModel {
 
   float forward(int batch, const float* images, const int32_t* labels, const Context& ctx) override {
     twin_.set_batch(batch);
-    twin_.load_batch(images);
+    twin_.load_batch(images, ctx.precision);
     Context c = ctx;
     c.labels = labels;
     for (int i = 0; i < twin_.size(); ++i)
@@ -112,10 +112,10 @@ class TwinDevice final : public DeviceModel {
         if (p != twin_.input_layer()) slot_grad_[i][k] = Tensor::zeros(shape);
       }
   }
-  void load_input(const float* images, int images_n, const int32_t* labels, int, const Context&) override {
+  void load_input(const float* images, int images_n, const int32_t* labels, int, const Context& ctx) override {
     const int in = twin_.input_layer();
     twin_.set_layer_batch(in, images_n);
-    if (images_n > 0) twin_.load_batch(images);  // the input layer's batch
+    if (images_n > 0) twin_.load_batch(images, ctx.precision);  // the input layer's batch
     labels_ = labels;
   }
   void forward_layer(int i, const Context& ctx) override {

@@ -251,11 +251,19 @@ TEST_F(CudaTwin, SoftmaxCrossEntropy) {
   const LayerRig& r = cpu.rig;
   float *z = dev.put(r.inputs[0]), *prob = dev.get<float>(r.inputs[0].size()), *loss = dev.get<float>(1),
         *dz = dev.get<float>(r.inputs[0].size());
+  auto* parts = dev.get<double>(in.n);
   int32_t* labels = dev.put(r.labels.data(), r.labels.size());
-  cuda::softmax_xent_forward(z, labels, prob, loss, in.n, in.c, r.ctx.loss_scale, stream);
+  // Nothing from the stream-ordered pool, which could tie this stream to another's frees.
+  cudaMemPool_t pool = nullptr;
+  BP_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+  uint64_t used_before = 0, used_after = 0;
+  BP_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &used_before));
+  cuda::softmax_xent_forward(z, labels, prob, loss, parts, in.n, in.c, r.ctx.loss_scale, stream);
   const float scale = static_cast<float>(r.weights_r.data()[0] * r.ctx.loss_scale);
   cuda::softmax_xent_backward(prob, labels, scale, dz, in.n, in.c, false, stream);
   sync();
+  BP_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &used_after));
+  EXPECT_EQ(used_after, used_before) << "the loss allocated from the stream-ordered pool";
   expect_matches(loss, r.out, "loss");
   expect_matches(dz, cpu.din[0], "logit gradient");
 }

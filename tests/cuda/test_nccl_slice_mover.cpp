@@ -7,6 +7,9 @@
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <future>
 #include <vector>
 
 #include "cuda/nccl/nccl_slice_mover.hpp"
@@ -60,6 +63,26 @@ TEST(NcclSliceMover, PiecesToItselfOverwriteOrAdd) {
     ASSERT_EQ(got[5][i], added_twice) << "kept, added, at " << i;
   }
   for (float* p : d) memory.deallocate(p);
+}
+
+// A mover dropped while an exchange is open (an exception between queueing
+// and finish()) must return: a receive that no peer will ever match may not
+// be launched and then waited for. Run in a thread with a deadline: when the
+// destructor hangs, the test fails and ends the process (the thread cannot
+// be stopped).
+TEST(NcclSliceMover, DroppedWithAnOpenExchangeReturnsAtOnce) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  cuda::Context gpu(0);
+  CachingAllocator& memory = gpu.allocator();
+  float* d = static_cast<float*>(memory.allocate(1024 * sizeof(float)));
+  auto mover = std::make_unique<NcclSliceMover>(NcclGroup::alone(), gpu.device(), gpu.work_stream(), memory,
+                                                std::make_shared<NcclSequence>());
+  mover->receive(d, 1024, 0, 0, true);  // no send will match it
+  auto dropped = std::async(std::launch::async, [&] { mover.reset(); });
+  if (dropped.wait_for(std::chrono::seconds(20)) == std::future_status::timeout) {
+    ADD_FAILURE() << "~NcclSliceMover waited for a receive no peer will send";
+    std::_Exit(1);
+  }
 }
 
 }  // namespace

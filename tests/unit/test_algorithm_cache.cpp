@@ -26,14 +26,14 @@ TEST(AlgorithmCache, WrittenReusedAndRebuiltForAnotherGpuOrCudnn) {
     AlgorithmCache first(path, "NVIDIA H200", 91000, true);
     EXPECT_EQ(first.refused(), "");
     EXPECT_FALSE(first.find("n32c3h32w32 fp32"));
-    first.add("n32c3h32w32 fp32", {1, 1, 3});
-    first.add("n32c64h16w16 tf32", {6, 4, 5});
+    first.add("n32c3h32w32 fp32", {1, 1, 3, 3, 3, 3});
+    first.add("n32c64h16w16 tf32", {6, 4, 5, 1, 0, 1});
     EXPECT_EQ(first.added(), 2);
   }
   AlgorithmCache again(path, "NVIDIA H200", 91000, true);
   EXPECT_EQ(again.refused(), "");
   EXPECT_EQ(again.entries(), 2u);
-  EXPECT_EQ(again.find("n32c64h16w16 tf32"), (AlgorithmChoice{6, 4, 5}));
+  EXPECT_EQ(again.find("n32c64h16w16 tf32"), (AlgorithmChoice{6, 4, 5, 1, 0, 1}));
   EXPECT_FALSE(again.find("n32c64h16w16 fp32")) << "another precision is another entry";
   EXPECT_EQ(again.reused(), 1);
 
@@ -41,7 +41,7 @@ TEST(AlgorithmCache, WrittenReusedAndRebuiltForAnotherGpuOrCudnn) {
   EXPECT_EQ(other_gpu.refused(), path + ": made on NVIDIA H200 with cuDNN 91000, this is NVIDIA A100-SXM4-80GB "
                                         "with cuDNN 91000");
   EXPECT_EQ(other_gpu.entries(), 0u);
-  other_gpu.add("n32c3h32w32 fp32", {0, 0, 0});  // rebuilt for this GPU
+  other_gpu.add("n32c3h32w32 fp32", {0, 0, 0, 3, 3, 3});  // rebuilt for this GPU
   const nlohmann::json rebuilt = read_json(path, "cudnn cache");
   EXPECT_EQ(rebuilt["gpu"], "NVIDIA A100-SXM4-80GB");
   EXPECT_EQ(rebuilt["entries"].size(), 1u);
@@ -55,14 +55,22 @@ TEST(AlgorithmCache, WrittenReusedAndRebuiltForAnotherGpuOrCudnn) {
 
 TEST(AlgorithmCache, AnUnreadableFileIsRefusedAndANonWriterLeavesTheFileAlone) {
   const std::string path = fresh_path("cudnn_cache_bad");
-  std::ofstream(path) << "{\"format\": \"burstpool cudnn algorithm cache\", \"version\": 1, \"gpu\": \"g\", "
+  std::ofstream(path) << "{\"format\": \"burstpool cudnn algorithm cache\", \"version\": 2, \"gpu\": \"g\", "
                          "\"cudnn\": 1, \"entries\": {\"k\": [1, 2]}}\n";
   AlgorithmCache bad(path, "g", 1, false);
   EXPECT_NE(bad.refused().find(path), std::string::npos) << bad.refused();
   EXPECT_EQ(bad.entries(), 0u) << "a half-valid file is refused whole";
-  bad.add("k", {1, 2, 3});
-  EXPECT_EQ(bad.find("k"), (AlgorithmChoice{1, 2, 3})) << "kept in memory";
+  bad.add("k", {1, 2, 3, 3, 3, 3});
+  EXPECT_EQ(bad.find("k"), (AlgorithmChoice{1, 2, 3, 3, 3, 3})) << "kept in memory";
   EXPECT_EQ(read_json(path, "cudnn cache")["entries"]["k"].size(), 2u) << "not the writer: the file is as it was";
+
+  // Version 1 kept the algorithms without the math type each was timed
+  // with: such a file is refused and measured again, not half used.
+  std::ofstream(path) << "{\"format\": \"burstpool cudnn algorithm cache\", \"version\": 1, \"gpu\": \"g\", "
+                         "\"cudnn\": 1, \"entries\": {\"k\": [1, 2, 3]}}\n";
+  AlgorithmCache old(path, "g", 1, false);
+  EXPECT_NE(old.refused().find("not a burstpool cudnn cache of version 2"), std::string::npos) << old.refused();
+  EXPECT_FALSE(old.find("k"));
 
   std::ofstream(path) << "not json";
   AlgorithmCache garbage(path, "g", 1, true);

@@ -102,5 +102,34 @@ TEST(Allocator, ReleasesTheCacheBeforeGivingUp) {
   EXPECT_EQ(a.stats().cached_bytes, 0u);
 }
 
+// A captured CUDA graph replays into the workspaces it used: freed during a
+// capture, they are held, reused by later captures only, never handed to an
+// allocation outside one (which every replay would overwrite), and not given
+// back with the cache; once the graphs are gone they return to the free lists.
+TEST(Allocator, BlocksFreedDuringACaptureAreHeldForTheGraph) {
+  CountingMemory mem;
+  auto a = mem.make();
+  a.hold_frees(true);
+  void* workspace = a.allocate(4096);
+  a.deallocate(workspace);
+  EXPECT_EQ(a.allocate(4096), workspace) << "within the capture (one stream's order) it is reused";
+  a.deallocate(workspace);
+  a.hold_frees(false);
+  EXPECT_EQ(a.stats().held_bytes, 4096u);
+  void* later = a.allocate(4096);  // a scratch vector made after the capture
+  EXPECT_NE(later, workspace);
+  a.deallocate(later);
+  a.release_cached();
+  EXPECT_EQ(mem.frees, 1) << "the held block is not given back with the cache";
+  a.hold_frees(true);  // a second capture reuses the first's held block
+  EXPECT_EQ(a.allocate(4096), workspace);
+  a.deallocate(workspace);
+  a.hold_frees(false);
+  a.release_held();  // the graphs are dropped
+  EXPECT_EQ(a.stats().held_bytes, 0u);
+  EXPECT_EQ(a.allocate(4096), workspace);
+  a.deallocate(workspace);
+}
+
 }  // namespace
 }  // namespace burstpool

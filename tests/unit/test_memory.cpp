@@ -100,6 +100,33 @@ TEST(MemoryEstimate, JobAddsDataAndLearners) {
   EXPECT_EQ(sma.activations, 3 * one.activations);
 }
 
+// On a GPU each device model adds its CUDA context, its cuDNN workspace
+// (conv's column matrix: 4 samples x 9 x 36 floats) and, in bf16, a rounded
+// copy of the 239 weights; each sma learner is a device model of its own.
+TEST(MemoryEstimate, GpuOnlyBytesPerDeviceModel) {
+  JobConfig job;
+  job.model_path = "small";
+  job.data_source = "synthetic";
+  job.synthetic_train = 100;
+  job.synthetic_test = 20;
+  job.batch_size = 4;
+  const ModelSpec spec = small();
+  const Plan plan = data_parallel_plan(spec, 1, 4);
+  EXPECT_EQ(estimate_job_memory(job, spec, plan, 0, 1, 1).device_only, 0u) << "the CPU has none";
+  job.device = "cuda";
+  const uint64_t columns = 4u * 4 * 9 * 36;
+  const MemoryEstimate fp32 = estimate_job_memory(job, spec, plan, 0, 1, 1);
+  EXPECT_EQ(fp32.device_only, kCudaContextBytes + columns);
+  EXPECT_EQ(fp32.device_total(), fp32.parameters + fp32.optimizer + fp32.activations + fp32.buffers + fp32.device_only);
+  EXPECT_EQ(fp32.total(), estimate_model_memory(spec, plan, 0, 1, 1).total() + fp32.data) << "not host memory";
+  job.precision = "bf16";
+  EXPECT_EQ(estimate_job_memory(job, spec, plan, 0, 1, 1).device_only, kCudaContextBytes + columns + 4u * 239);
+  job.precision = "fp32";
+  job.sync.strategy = "sma";
+  job.sync.learners = 3;
+  EXPECT_EQ(estimate_job_memory(job, spec, plan, 0, 1, 1).device_only, 3 * (kCudaContextBytes + columns));
+}
+
 TEST(MemoryEstimate, LimitOverridesDetection) {
   std::string source;
   EXPECT_EQ(node_memory_available(1.5, &source), uint64_t{3} << 29);
