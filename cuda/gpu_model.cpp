@@ -217,6 +217,9 @@ float GpuModel::loss() {
 DeviceTransport GpuModel::transport(const GroupCache& groups) {
   use_device();
   DeviceTransport t;
+  int ranks = 1;
+  MPI_Comm_size(groups.world(), &ranks);
+  if (ranks == 1) return t;  // no one to move slices to: no one-rank NCCL communicator, no "between ranks"
   if (!gpus_are_distinct(groups.world(), ctx_.device())) {
     host_transport_ = true;
     return t;  // then through the host

@@ -155,6 +155,8 @@ struct CudaOptions {
 // slices between its own buffers and sums gradients there (MPI standing in
 // for NCCL); else the executor moves them through host memory, as for ranks
 // sharing a GPU.
+// BURSTPOOL_TWIN=async (true), sync or unset (false); anything else throws Error.
+bool twin_async_from_environment();
 // What a twin saw, for tests to check how the executor used it.
 struct TwinCounts {
   size_t floats_summed = 0;              // by its transport's gradient sums
@@ -165,6 +167,11 @@ struct TwinCounts {
 struct TwinOptions {
   bool transport = false;
   TwinCounts* counts = nullptr;  // optional, must outlive the twin
+  // Its work queued on a stream of its own and run by a worker thread only
+  // when waited for (src/run/twin_stream.hpp), so a missing synchronisation
+  // reads stale values every time. Default: the environment's BURSTPOOL_TWIN
+  // (async, or sync: the work done when each call returns).
+  bool async = twin_async_from_environment();
 };
 std::unique_ptr<DeviceModel> make_twin_model(Model& host, const TwinOptions& options = {});
 

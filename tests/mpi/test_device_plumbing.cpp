@@ -201,5 +201,17 @@ TEST(DevicePlumbing, TheHostDeviceIsTheModelsOwnMemory) {
   EXPECT_EQ(std::vector<float>(m.params().data() + offset, m.params().data() + offset + count), layer);
 }
 
+// One rank has no one to move slices to or sum with: a device asked for its
+// transport on one rank makes none (the CUDA model made a one-rank NCCL
+// communicator), and the banner does not speak of ranks.
+TEST(DevicePlumbing, OneRankMakesNoTransportBetweenRanks) {
+  const ModelSpec spec = parse_model_ini(kModel, "m.ini");
+  Executor exec(spec, data_parallel_plan(spec, 1, 2), MPI_COMM_SELF, 1, 1 << 20);
+  TwinOptions options;
+  options.transport = true;
+  exec.use_device(make_twin_model(exec.model(), options), {false, false});
+  EXPECT_EQ(exec.device().describe().find("between ranks"), std::string::npos) << exec.device().describe();
+}
+
 }  // namespace
 }  // namespace burstpool
