@@ -8,10 +8,15 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "../unit/gradcheck.hpp"
+#include "burstpool/algorithm_cache.hpp"
 #include "burstpool/device.hpp"
 #include "cuda/check.hpp"
 #include "cuda/context.hpp"
@@ -120,6 +125,26 @@ void CudaTwin::check_conv(const Shape& in, int oc, int k, int stride, int pad) {
   expect_matches(dw, r.grads[0], "conv weight gradient");
   expect_matches(db, r.grads[1], "conv bias gradient");
   expect_matches(dx, cpu.din[0], "conv input gradient");
+}
+
+// A measured choice kept in the cache comes back with the math type each
+// direction was ranked and timed in (a cache of algorithms alone would run
+// them in the descriptor's math type, another variant); in fp32 no direction
+// may use tensor-op math.
+TEST_F(CudaTwin, CachedConvolutionChoiceKeepsItsMathTypes) {
+  const std::string path = ::testing::TempDir() + "cudnn_math_" + std::to_string(getpid()) + ".json";
+  std::remove(path.c_str());
+  const cuda::Geometry2d g = geometry({8, 16, 16, 16}, 32, 3, 1, 1);
+  for (const bool tf32 : {false, true}) {
+    AlgorithmCache measuring(path, "test GPU", 1, true);
+    cuda::CudnnConv first(ctx->cudnn(), g, cuda::ConvAlgorithms::measured, tf32, &measuring);
+    AlgorithmCache reading(path, "test GPU", 1, false);
+    cuda::CudnnConv again(ctx->cudnn(), g, cuda::ConvAlgorithms::measured, tf32, &reading);
+    EXPECT_EQ(reading.reused(), 1);
+    EXPECT_EQ(again.algorithms(), first.algorithms());
+    if (!tf32) EXPECT_EQ(first.algorithms().find("tensor ops"), std::string::npos) << first.algorithms();
+  }
+  std::remove(path.c_str());
 }
 
 TEST_F(CudaTwin, Conv2d) {
