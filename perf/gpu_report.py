@@ -10,6 +10,11 @@ the planner's layer profile of vgg16 on the GPU, sma learners auto-tuned on
 the GPU, and multiplexing on one GPU. Missing or failed parts are reported as
 such, never filled in.
 
+A RUN folder from today's script holds summary.txt (one line per command:
+passed, failed, timed out or skipped) and results.tar.gz (the log and every
+JSON file), which is unpacked to read; older runs' folders hold the files
+themselves.
+
 Usage: perf/gpu_report.py RUN [RUN...] [--out perf/results/gpu.md]
 """
 import argparse
@@ -17,6 +22,8 @@ import json
 import os
 import re
 import statistics
+import tarfile
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHOICES = ("heuristic", "measured", "gemm")  # [job] cudnn_algorithms
@@ -28,8 +35,24 @@ class Run:
     def __init__(self, folder):
         self.name = os.path.basename(os.path.normpath(folder))
         self.folder = folder
-        path = os.path.join(folder, "log.txt")
+        summary = os.path.join(folder, "summary.txt")
+        self.summary = open(summary).read() if os.path.exists(summary) else None
+        packed = os.path.join(folder, "results.tar.gz")
+        if os.path.exists(packed):
+            self.unpacked = tempfile.TemporaryDirectory()
+            with tarfile.open(packed) as tar:
+                tar.extractall(self.unpacked.name, filter="data")
+            self.folder = self.unpacked.name
+        path = os.path.join(self.folder, "log.txt")
         self.log = open(path).read() if os.path.exists(path) else ""
+
+    def status(self, command):
+        """How a command of the run ended, from summary.txt (today's runs) or the log's "exit N" lines."""
+        if self.summary is not None:
+            found = re.findall(rf"^{re.escape(command)}: (.*)$", self.summary, re.M)
+            return found[-1] if found else "not run"
+        found = re.findall(rf"{re.escape(command)}: exit (\d+)", self.log)
+        return ("passed" if found[-1] == "0" else f"failed (exit {found[-1]})") if found else "not run"
 
     def json(self, name):
         try:
@@ -72,8 +95,7 @@ def tests_section(runs):
              "| run | CUDA tests | failed | e2e cuda_device |", "|---|---|---|---|"]
     for run in runs:
         tests = run.json("cuda_tests.json")
-        e2e = re.findall(r"e2e cuda_device: exit (\d+)", run.log)
-        e2e_text = ("passed" if e2e[-1] == "0" else f"failed (exit {e2e[-1]})") if e2e else "not run"
+        e2e_text = run.status("e2e cuda_device")
         if tests is None:
             lines.append(f"| {run.name} | not run | | {e2e_text} |")
             continue
@@ -264,6 +286,46 @@ def multiplex_section(runs):
     return lines + [""]
 
 
+def precision_section(runs):
+    lines = ["## Training steps by precision, vgg16 at batch 32 (median ms per step)", "",
+             "| run | figure | ms |", "|---|---|---|"]
+    for run in runs:
+        for key, value in (run.json("precision.json") or {}).items():
+            lines.append(f"| {run.name} | {key} | {value['median']:.2f} |")
+    return lines + [""] if len(lines) > 4 else []  # nothing but the header: no such runs
+
+
+def mux1_section(runs):
+    lines = ["## One process hosting both jobs: vgg16 foreground beside a small-VGG background", "",
+             "| run | foreground batch | foreground slowdown | cluster throughput | GPU busy (fg alone) |",
+             "|---|---|---|---|---|"]
+    for run in runs:
+        for p in (run.json("mux1.json") or {}).get("points", []):
+            lines.append(f"| {run.name} | {p.get('foreground_batch')} | {p.get('foreground_slowdown')} | "
+                         f"{p.get('cluster_throughput')} | {p.get('gpu_busy_fraction')} |")
+    return lines + [""] if len(lines) > 4 else []  # nothing but the header: no such runs
+
+
+def cudnn_cache_section(runs):
+    lines = ["## cudnn_cache: measured algorithms reused", "",
+             "| run | measured runs equal bit for bit | ms per step by run |", "|---|---|---|"]
+    for run in runs:
+        c = run.json("cudnn_cache.json")
+        if c:
+            ms = ", ".join(f"{k}: {v['ms_per_step']:.1f}" for k, v in c["runs"].items())
+            lines.append(f"| {run.name} | {c['measured_runs_equal_bitwise']} | {ms} |")
+    return lines + [""] if len(lines) > 4 else []  # nothing but the header: no such runs
+
+
+def commands_section(runs):
+    """Every command of today's runs and how it ended: skipped is not failed."""
+    lines = ["## Commands and how they ended", ""]
+    for run in runs:
+        if run.summary is not None:
+            lines += [f"{run.name}:", "", "```", run.summary.rstrip(), "```", ""]
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("runs", nargs="+", help="one folder per lent-machine run, oldest first")
@@ -273,7 +335,7 @@ def main():
     lines = ["# GPU figures", "", f"From `perf/gpu_check.sh` on one {gpu_name(runs)}, runs "
              f"{', '.join(r.name for r in runs)} (written by perf/gpu_report.py).", ""]
     for section in (tests_section, vgg16_section, conv_section, steps_section, profile_section, learners_section,
-                    multiplex_section):
+                    multiplex_section, precision_section, mux1_section, cudnn_cache_section, commands_section):
         lines += section(runs)
     text = "\n".join(lines)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

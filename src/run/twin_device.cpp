@@ -238,8 +238,9 @@ class TwinDevice final : public DeviceModel {
   }
   DeviceTransport transport(const GroupCache& groups) override {
     DeviceTransport t;
-    if (!options_.transport || groups_size(groups) == 1) return t;  // one rank: nothing moves between ranks
+    if (groups_size(groups) == 1) return t;  // one rank: nothing moves between ranks
     asked_transport_ = true;
+    if (!options_.transport) return t;  // then through the host
     t.slices = std::make_unique<OrderedMover>(std::make_unique<MpiSliceMover>(groups.world()), stream_);
     t.gradients = std::make_unique<OrderedReducer>(
         std::make_unique<CountingReducer>(options_.counts ? &options_.counts->floats_summed : nullptr), stream_);

@@ -12,8 +12,8 @@
 # foreground on 2 ranks with a background job on the same device both train,
 # the foreground's weights bit for bit those of the foreground alone. On the
 # GPU (cuDNN algorithms that sum directly, cudnn_algorithms = gemm), a rerun
-# gives the same bits; with cuDNN's heuristic and measured choices, the 20
-# steps stay within a looser bound of the CPU's.
+# gives the same bits; in tf32 and bf16, and with cuDNN's heuristic and
+# measured choices, the 20 steps stay within a looser bound of the CPU's.
 # Without a GPU: device = cuda stops at once with one line naming the job file
 # and the reason, on 1 and 2 ranks, and a background job that asks for cuda
 # is refused naming its file.
@@ -151,6 +151,19 @@ if "$bin" train "$work/job.ini" "${gpu[@]}" --checkpoint "$work/gpu_probe.h5" >"
   "$bin" train "$work/job.ini" "${gpu[@]}" --set job.cuda_graphs=true --checkpoint "$work/graphs.h5" \
     >"$work/graphs.out" 2>&1 || fail "GPU with CUDA graphs failed: $(tail -3 "$work/graphs.out")"
   weights_close cpu graphs "GPU with CUDA graphs against CPU"
+  # The other precisions, 20 steps each: bf16 against the CPU in bf16 (both
+  # round every product's operands and every activation to bf16, and sum in
+  # fp32), TF32 (GPU only) against the CPU's fp32. Sums in another order move
+  # a bf16 result by whole bf16 steps (2^-8 relative), so the bound is for
+  # gross errors, as for cuDNN's own choices below.
+  "$bin" train "$work/job.ini" --set job.precision=bf16 --checkpoint "$work/cpu_bf16.h5" >/dev/null 2>&1 ||
+    fail "bf16 on the CPU failed"
+  for precision in tf32 bf16; do
+    "$bin" train "$work/job.ini" "${gpu[@]}" --set job.precision=$precision --checkpoint "$work/gpu_$precision.h5" \
+      >"$work/gpu_$precision.out" 2>&1 || fail "GPU in $precision failed: $(tail -3 "$work/gpu_$precision.out")"
+  done
+  weights_close cpu gpu_tf32 "GPU in tf32 against the CPU in fp32" 0.05
+  weights_close cpu_bf16 gpu_bf16 "GPU in bf16 against the CPU in bf16" 0.05
   # cuDNN's default choice may take FFT or Winograd algorithms, which round
   # more: on an H200 a Winograd weight gradient of conv1 put these 20 steps
   # 0.015 from the CPU. A bound for gross errors only.
