@@ -2,7 +2,8 @@
 # Installs, from Debian 12 packages, whatever burstpool needs and is missing.
 # Usage (as root): scripts/install-deps.sh [--perf | --tests]
 #   --perf adds PyTorch, the peer of the benchmarks in perf/;
-#   --tests adds PyTorch and h5py, for the test of scripts/h5_to_torch.py.
+#   --tests adds PyTorch, h5py and Pillow, for the tests of scripts/h5_to_torch.py
+#   and scripts/to_hdf5.py.
 # libdnnl-dev is oneDNN, the optional CPU convolution backend; Debian builds it
 # with OpenCL, so its CMake package needs the OpenCL headers (a recommendation
 # that --no-install-recommends would skip).
@@ -14,7 +15,7 @@ packages=(build-essential cmake pkg-config git python3
   dataset-fashion-mnist slurm-wlm munge python3-matplotlib)
 case ${1:-} in
   --perf) packages+=(python3-torch) ;;
-  --tests) packages+=(python3-torch python3-h5py) ;;
+  --tests) packages+=(python3-torch python3-h5py python3-pil) ;;
   "") ;;
   *) echo "usage: scripts/install-deps.sh [--perf | --tests]" >&2; exit 2 ;;
 esac
