@@ -31,7 +31,7 @@ np.save(f"{work}/x.npy", rng.integers(0, 256, (10, 6, 5, 3), dtype=np.uint8))  #
 np.save(f"{work}/y.npy", np.arange(10) % 4)
 np.save(f"{work}/y7.npy", np.arange(7))
 os.makedirs(f"{work}/cifar")
-for name, n in [(f"data_batch_{i}.bin", 3) for i in range(1, 6)] + [("test_batch.bin", 2)]:
+for name, n in [(f"data_batch_{i}.bin", 20) for i in range(1, 6)] + [("test_batch.bin", 10)]:
     records = rng.integers(0, 256, (n, 1 + 3072), dtype=np.uint8)
     records[:, 0] %= 10
     records.tofile(f"{work}/cifar/{name}")
@@ -57,10 +57,10 @@ assert (lb == np.repeat([0, 1, 2], 40)).all() and im[0, 2].mean() > 150 and im[8
 im, lb = check("npy.h5", (10, 3, 6, 5))
 x = np.load(f"{work}/x.npy")
 assert (im == x.transpose(0, 3, 1, 2)).all() and (lb == np.arange(10) % 4).all(), "npy values"
-im, lb = check("c_train.h5", (15, 3, 32, 32), None)
+im, lb = check("c_train.h5", (100, 3, 32, 32), None)
 raw = np.fromfile(f"{work}/cifar/data_batch_1.bin", dtype=np.uint8).reshape(-1, 3073)
-assert (im[:3].reshape(3, -1) == raw[:, 1:]).all() and (lb[:3] == raw[:, 0]).all(), "cifar values"
-check("c_test.h5", (2, 3, 32, 32))
+assert (im[:20].reshape(20, -1) == raw[:, 1:]).all() and (lb[:20] == raw[:, 0]).all(), "cifar values"
+check("c_test.h5", (10, 3, 32, 32))
 print("layout: ok")
 PY
 
@@ -104,6 +104,26 @@ m = json.load(open('$work/m.json'))
 assert m['test_accuracy'] >= 0.9, m['test_accuracy']
 print('2 ranks on the converted image folder: accuracy', m['test_accuracy'])
 " || fail "did not learn the colours: $(grep -i accuracy "$work/train.out" | tail -2)"
+
+# The shipped GPU jobs (jobs/gpu/) read the converted CIFAR-10 files as
+# shipped: each trains a few steps, on the CPU here (device = cuda changed
+# to cpu in copies; data and everything else as shipped).
+mkdir -p "$work/gpu/cifar10"
+cp "$work/c_train.h5" "$work/gpu/cifar10/train.h5"
+cp "$work/c_test.h5" "$work/gpu/cifar10/test.h5"
+for job in "$src"/jobs/gpu/*.ini; do
+  sed -e 's/^device = cuda$/device = cpu/' -e "s|^model = ../models/|model = $src/jobs/models/|" "$job" \
+    >"$work/gpu/$(basename "$job")"
+done
+small=(--set train.batch_size=4 --set train.log_every=1)
+for job in cifar10_resnet20 cifar10_vgg16 cifar10_resnet20_sma; do
+  [[ $job == *sma ]] && small=(--set train.learner_batch_size=4 --set sync.max_learners=2 --set train.log_every=1)
+  timeout 300 "$bin" train "$work/gpu/$job.ini" --steps 2 "${small[@]}" >"$work/$job.out" 2>&1 ||
+    fail "jobs/gpu/$job.ini: $(tail -3 "$work/$job.out")"
+done
+timeout 300 "$bin" train "$work/gpu/cifar10_vgg16_with_background.ini" --steps 6 --set train.batch_size=4 \
+  --set background.calibrate_steps=2 >"$work/bg.out" 2>&1 ||
+  fail "jobs/gpu/cifar10_vgg16_with_background.ini: $(tail -3 "$work/bg.out")"
 
 # Refusals: one line, naming the file.
 mkdir -p "$work/bad/a" "$work/bad/b"
