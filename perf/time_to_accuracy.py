@@ -17,14 +17,26 @@ accuracy against wall seconds and epochs.
 --plot-best reruns only each strategy's best setting from an earlier
 <out>.json and draws the PNG from those runs, leaving the table alone.
 
+--repeats N runs every setting N times (job seeds 1..N, so data order,
+initial weights and dropout differ) and reports the median training time and
+its spread (slowest and fastest run); a setting counts as reaching the target
+only if every repeat does. --gbit G runs every job inside
+scripts/shaped-net.sh, each rank on an emulated node whose link is shaped to
+G Gbit/s (as root), and each run reports where the ranks' time went
+(computing; waiting on transfers, gradient sums or other ranks).
+
 Usage: perf/time_to_accuracy.py [--build build] [--out perf/results/time_to_accuracy] [--plot-best]
+                                [--repeats N] [--gbit G]
 """
 import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import tempfile
+
+import shaped_study  # one home for launching under a shaped network and for time shares
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -102,6 +114,9 @@ SMALL_GRID.update({
     "shadow average, batch 16": [learners("shadow", 16, 0.02, **{"sync.shadow_rule": "average"})]})
 
 
+GBIT = "none"  # --gbit
+
+
 def run(build, tmp, settings, log):
     # Progress records for the plot: about 12 per epoch (58 ssgd steps, ~1875 learner iterations an epoch).
     settings = {"train.log_every": max(1, settings["train.eval_every"] // 3), **settings}
@@ -110,12 +125,16 @@ def run(build, tmp, settings, log):
     job = os.path.join(tmp, "job.ini")
     open(job, "w").write(base_job())
     metrics = os.path.join(tmp, "m.json")
-    cmd = ["mpirun", "-np", "2", f"{build}/burstpool", "train", job, "--metrics", metrics, "--set", f"output.log={log}"]
+    cmd = [f"{build}/burstpool", "train", job, "--metrics", metrics, "--set", f"output.log={log}"]
     for k, v in settings.items():
         cmd += ["--set", f"{k}={v}"]
-    subprocess.run(cmd, env=ENV, check=True, capture_output=True, text=True)
+    if GBIT == "none":
+        subprocess.run(["mpirun", "-np", "2"] + cmd, env=ENV, check=True, capture_output=True, text=True)
+    else:
+        shaped_study.launch({"ranks": RANKS, "gbit": GBIT}, cmd)
     m = json.load(open(metrics))
-    return {"settings": settings, "log": log, "time_to_target_seconds": m["time_to_target_seconds"],
+    shares = shaped_study.time_shares(m) if m.get("per_rank") else None
+    return {"settings": settings, "log": log, "time_to_target_seconds": m["time_to_target_seconds"], "shares": shares,
             "wall_to_target_seconds": m["wall_to_target_seconds"], "epochs_to_target": m["epochs_to_target"],
             "best_accuracy": max(e["test_accuracy"] for e in m["evaluations"]), "epochs_run": m["epochs"],
             "samples_per_second": m["samples_per_second"], "learners_per_rank": m["learners_per_rank"],
@@ -123,7 +142,7 @@ def run(build, tmp, settings, log):
 
 
 def main():
-    global MODEL, TARGET
+    global MODEL, TARGET, GBIT
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "time_to_accuracy"))
@@ -131,11 +150,13 @@ def main():
     ap.add_argument("--model", default=MODEL, choices=sorted(MODEL_NAMES))
     ap.add_argument("--target", type=float, default=TARGET)
     ap.add_argument("--small-grid", action="store_true", help="one learning rate per setting, fewer batches")
+    ap.add_argument("--repeats", type=int, default=1, help="runs per setting (job seeds 1..N)")
+    ap.add_argument("--gbit", default="none", help="links shaped to this many Gbit/s per rank (as root)")
     ap.add_argument("--only", nargs="+", metavar="PREFIX",
                     help="run only the grid's strategies whose labels start with one of these (e.g. shadow "
                          "'ssgd, global batch 32'), to remeasure part of the table side by side")
     args = ap.parse_args()
-    MODEL, TARGET = args.model, args.target
+    MODEL, TARGET, GBIT = args.model, args.target, args.gbit
     tmp = tempfile.mkdtemp()
     if args.plot_best:
         plot_best(args, tmp)
@@ -146,9 +167,13 @@ def main():
             continue
         results[label] = []
         for number, settings in enumerate(grid):
-            r = run(args.build, tmp, settings, os.path.join(tmp, f"{len(results)}-{number}.jsonl"))
-            results[label].append(r)
-            print(label, json.dumps(r), flush=True)
+            repeats = []
+            for seed in range(1, args.repeats + 1):
+                r = run(args.build, tmp, {**settings, "job.seed": seed},
+                        os.path.join(tmp, f"{len(results)}-{number}-{seed}.jsonl"))
+                repeats.append(r)
+                print(label, json.dumps(r), flush=True)
+            results[label].append(summarise_repeats(repeats))
     best = {label: best_of(runs) for label, runs in results.items()}
     lines = table(best)
     text = "\n".join(lines) + "\n"
@@ -183,28 +208,53 @@ def table(best):
                     key=lambda r: r["time_to_target_seconds"], default=None)
     large = reached.get(LARGE)
     command = "python3 perf/time_to_accuracy.py" + ("" if MODEL == "lenet5" else f" --model {MODEL} --target {TARGET}")
-    lines = [f"# Time to {TARGET} test accuracy, {MODEL_NAMES[MODEL]} on Fashion-MNIST, {RANKS} ranks x 1 thread", "",
-             f"Command: `{command}` (`--small-grid` where the table has one setting per batch). One run per setting; per strategy and batch the best "
-             "of its learning-rate grid (every run in the JSON). Training seconds exclude evaluations (every "
-             "quarter epoch); wall seconds include loading and evaluations. Speed-ups are in training seconds, "
-             "against the best ssgd setting of the whole grid and against large-batch ssgd.", "",
-             "| strategy | best setting | epochs to target | training s | wall s | samples/s | learners per rank "
-             "| vs best ssgd | vs ssgd at 1024 |", "|---|---|---|---|---|---|---|---|---|"]
+    network = "shared memory" if GBIT == "none" else f"links shaped to {GBIT} Gbit/s per rank (scripts/shaped-net.sh)"
+    lines = [f"# Time to {TARGET} test accuracy, {MODEL_NAMES[MODEL]} on Fashion-MNIST, {RANKS} ranks x 1 thread, "
+             f"{network}", "",
+             f"Command: `{command}` (`--small-grid` where the table has one setting per batch; `--repeats`, "
+             "`--gbit` as the runs say). Per strategy and batch the best of its learning-rate grid (every run in "
+             "the JSON); with repeats, medians, and a setting reaches the target only if every repeat does. "
+             "Training seconds exclude evaluations (every quarter epoch); wall seconds include loading and "
+             "evaluations. Speed-ups are in training seconds, against the best ssgd setting of the whole grid and "
+             "against large-batch ssgd. Waiting: the ranks' mean share of training time not spent computing.", "",
+             "| strategy | best setting | epochs to target | training s | repeats' s | wall s | samples/s | waiting "
+             "| learners per rank | vs best ssgd | vs ssgd at 1024 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for label, r in best.items():
         if r is None:
-            lines.append(f"| {label} | none reached {TARGET} | | | | | | | |")
+            lines.append(f"| {label} | none reached {TARGET} | | | | | | | | | |")
             continue
         s = r["settings"]
         setting = f"lr {s['optimizer.lr']}" + (f", {s['train.epochs']}-epoch cosine" if label.startswith("ssgd") else "")
         vs = lambda base: f"{base['time_to_target_seconds'] / r['time_to_target_seconds']:.2f}x" if base else "n/a"
+        spread = ", ".join(f"{t:.1f}" for t in r.get("repeat_seconds", []) if t is not None)
+        waiting = f"{r['shares']['waiting']:.0%}" if r.get("shares") else ""
         lines.append(f"| {label} | {setting} | {r['epochs_to_target']:.2f} | {r['time_to_target_seconds']:.1f} | "
-                     f"{r['wall_to_target_seconds']:.1f} | {r['samples_per_second']:.0f} | {r['learners_per_rank']} | "
-                     f"{vs(ssgd_best)} | {vs(large)} |")
+                     f"{spread} | {r['wall_to_target_seconds']:.1f} | {r['samples_per_second']:.0f} | {waiting} | "
+                     f"{r['learners_per_rank']} | {vs(ssgd_best)} | {vs(large)} |")
     for label, r in reached.items():
         if label.startswith("sma"):
             lines += ["", f"Auto-tuner trials, {label} (learners per rank: samples/s): " +
                       ", ".join(f"{t['learners']}: {t['samples_per_second']:.0f}" for t in r["learner_tuning"])]
     return lines
+
+
+def summarise_repeats(repeats):
+    """One record for a setting's repeats: the median run's figures, with every repeat's time kept."""
+    times = [r["time_to_target_seconds"] for r in repeats]
+    if len(repeats) == 1:
+        return {**repeats[0], "repeat_seconds": times}
+    reached = [r for r in repeats if r["time_to_target_seconds"] is not None]
+    median = dict(sorted(reached, key=lambda r: r["time_to_target_seconds"])[len(reached) // 2] if reached else repeats[0])
+    median["repeat_seconds"] = times
+    median["repeat_epochs"] = [r["epochs_to_target"] for r in repeats]
+    if len(reached) < len(repeats):  # a setting that misses the target in any repeat has not reached it
+        median["time_to_target_seconds"] = None
+        return median
+    for key in ("time_to_target_seconds", "wall_to_target_seconds", "epochs_to_target", "samples_per_second"):
+        median[key] = statistics.median(r[key] for r in repeats)
+    if all(r["shares"] for r in repeats):
+        median["shares"] = {k: statistics.median(r["shares"][k] for r in repeats) for k in repeats[0]["shares"]}
+    return median
 
 
 def best_of(runs):
