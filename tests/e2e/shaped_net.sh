@@ -29,6 +29,11 @@ before=$(namespaces)
 hosts=$(timeout 60 "$launcher" --quiet --nodes 2 --ranks-per-node 2 -- mpirun -np 4 hostname 2>&1 | sort | tr '\n' ' ')
 [[ $hosts == "node0 node0 node1 node1 " ]] && echo "ok   4 ranks on 2 emulated nodes: $hosts" ||
   fail "placement: '$hosts'"
+# Binding: each emulated node's daemon would bind its first rank to core 0,
+# putting one rank of every node on the same core.
+bound=$(timeout 60 "$launcher" --quiet --nodes 2 -- mpirun -np 2 --report-bindings true 2>&1 | grep -c " bound to ")
+[[ $bound == 0 ]] && echo "ok   ranks of the emulated nodes are not bound to one core" ||
+  fail "binding: $bound rank(s) bound: $(timeout 60 "$launcher" --quiet --nodes 2 -- mpirun -np 2 --report-bindings true 2>&1 | head -2)"
 
 # The rate: 0.5 Gbit/s per rank is 62.5 MB/s; both fits must find it.
 gbit=0.5
