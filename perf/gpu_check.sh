@@ -2,29 +2,28 @@
 # The GPU checks in one run of at most 7 minutes on one GPU: correctness first,
 # then the figures, each part sized to fit.
 #
-#   section      seconds  what
-#   setup             15  unpack the kit's libraries and Open MPI
-#   tests             20  the CUDA unit tests (layers and model against their CPU twins)
-#   e2e               60  tests/e2e/cuda_device.sh: 20 LeNet-5 steps on the GPU against
-#                         the CPU in fp32, tf32 and bf16, with CUDA graphs, a burst plan
-#                         and data parallel on 2 ranks, learners, a background job
-#   steps             45  whole training steps at batch 32: LeNet-5 eager, layer by layer
-#                         (device_calls = per_layer) and with CUDA graphs, 2 alternating
-#                         rounds; vgg16 eager and layer by layer (its CUDA-graph steps
-#                         are cudnn_cache's runs)
-#   mux1              85  one process hosting both jobs: a vgg16 foreground at batch 4,
-#                         8, 16 and 32, alone and beside a small-VGG background
-#   precision         65  vgg16 steps at batch 32 in fp32, tf32 and bf16 against
-#                         PyTorch on the same GPU (fp32, tf32, its defaults, bf16)
-#   learners          40  sma learners auto-tuned on the GPU, the average model on the
-#                         device against sent up every step; shadow with 2 learners
-#   cudnn_cache       50  vgg16 with CUDA graphs and measured algorithms written to
-#                         [job] cudnn_cache once, reused by two runs that must repeat
-#                         its loss to the bit; and with the heuristic default
-#                    ---
-#                    380
-# The estimates come from earlier runs' timings on an H200 (start-up of a
-# vgg16 run about 7 s, of a LeNet-5 run about 2 s; perf/results/gpu/).
+#   section      what
+#   setup        unpack the kit's libraries and Open MPI
+#   tests        the CUDA unit tests (layers and model against their CPU twins)
+#   e2e          tests/e2e/cuda_device.sh: 20 LeNet-5 steps on the GPU against
+#                the CPU in fp32, tf32 and bf16, with CUDA graphs, a burst plan
+#                and data parallel on 2 ranks, learners, a background job
+#   steps        whole training steps at batch 32: LeNet-5 eager, layer by layer
+#                (device_calls = per_layer) and with CUDA graphs, 2 alternating
+#                rounds; vgg16 eager and layer by layer (its CUDA-graph steps
+#                are cudnn_cache's runs)
+#   mux1         one process hosting both jobs: a vgg16 foreground at batch 4,
+#                8, 16 and 32, alone and beside a small-VGG background
+#   precision    vgg16 steps at batch 32 in fp32, tf32 and bf16 against
+#                PyTorch on the same GPU (fp32, tf32, its defaults, bf16)
+#   learners     sma learners auto-tuned on the GPU, the average model on the
+#                device against sent up every step; shadow with 2 learners
+#   cudnn_cache  vgg16 with CUDA graphs and measured algorithms written to
+#                [job] cudnn_cache once, reused by two runs that must repeat
+#                its loss to the bit; and with the heuristic default
+# Each section's estimated seconds are in `estimate` below (the dry run
+# prints them and their total), from earlier runs' timings on an H200 (start-up
+# of a vgg16 run about 7 s, of a LeNet-5 run about 2 s; perf/results/gpu/).
 #
 # Not in the default run (name them in GPU_CHECK_SECTIONS): layers (the
 # per-layer benchmark against PyTorch), multiplex (2 ranks sharing the GPU),

@@ -77,13 +77,19 @@ TEST(MemoryEstimate, BurstPlanCountsOnlyHeldLayersAndResliced) {
   EXPECT_EQ(r0.activations, 4u * (2 * 64 + 2 * 2 * 72 + (2 * 4 * 3 + 2 * 4 * 72) + 2));
 }
 
-TEST(MemoryEstimate, JobAddsDataAndLearners) {
+// A job of small() on 100 + 20 synthetic samples at global batch 4.
+JobConfig small_synthetic_job() {
   JobConfig job;
   job.model_path = "small";
   job.data_source = "synthetic";
   job.synthetic_train = 100;
   job.synthetic_test = 20;
   job.batch_size = 4;
+  return job;
+}
+
+TEST(MemoryEstimate, JobAddsDataAndLearners) {
+  JobConfig job = small_synthetic_job();
   const ModelSpec spec = small();
   const Plan plan = data_parallel_plan(spec, 1, 4);
   const MemoryEstimate one = estimate_model_memory(spec, plan, 0, 1, 1);
@@ -104,12 +110,7 @@ TEST(MemoryEstimate, JobAddsDataAndLearners) {
 // (conv's column matrix: 4 samples x 9 x 36 floats) and, in bf16, a rounded
 // copy of the 239 weights; each sma learner is a device model of its own.
 TEST(MemoryEstimate, GpuOnlyBytesPerDeviceModel) {
-  JobConfig job;
-  job.model_path = "small";
-  job.data_source = "synthetic";
-  job.synthetic_train = 100;
-  job.synthetic_test = 20;
-  job.batch_size = 4;
+  JobConfig job = small_synthetic_job();
   const ModelSpec spec = small();
   const Plan plan = data_parallel_plan(spec, 1, 4);
   EXPECT_EQ(estimate_job_memory(job, spec, plan, 0, 1, 1).device_only, 0u) << "the CPU has none";

@@ -56,18 +56,30 @@ Step a_step(int batch) {
   return s;
 }
 
+// kModel at batch 2 and its twin, synchronous or not, with one step's data.
+struct TwinRig {
+  explicit TwinRig(bool async) : host(parse_model_ini(kModel, "twin.ini"), 2, 3), step(a_step(2)) {
+    TwinOptions options;
+    options.async = async;
+    twin = make_twin_model(host, options);
+    ctx.loss_scale = 0.5;
+  }
+  Model host;
+  std::unique_ptr<DeviceModel> twin;
+  Step step;
+  Context ctx;
+};
+
 // A host read of a device buffer without waiting (what a forgotten
 // synchronisation does on a GPU) reads what was there before the launch in
 // the asynchronous mode, every time; the synchronous twin would have hidden it.
 TEST(TwinDevice, AHostReadThatSkipsTheWaitReadsStaleValuesAsynchronously) {
   for (const bool async : {false, true}) {
-    Model host(parse_model_ini(kModel, "twin.ini"), 2, 3);
-    TwinOptions options;
-    options.async = async;
-    std::unique_ptr<DeviceModel> twin = make_twin_model(host, options);
-    const Step s = a_step(2);
-    Context ctx;
-    ctx.loss_scale = 0.5;
+    TwinRig r(async);
+    Model& host = r.host;
+    DeviceModel* twin = r.twin.get();
+    const Step& s = r.step;
+    Context& ctx = r.ctx;
     host.set_batch(2);
     twin->load_input(s.images.data(), 2, s.labels.data(), 2, ctx);
     const int fc = host.find("fc");
@@ -86,13 +98,11 @@ TEST(TwinDevice, AHostReadThatSkipsTheWaitReadsStaleValuesAsynchronously) {
 // layer-by-layer calls, which skip the input layer's forward.
 TEST(TwinDevice, Bf16RoundsTheInputOnEveryPath) {
   for (const bool async : {false, true}) {
-    Model host(parse_model_ini(kModel, "twin.ini"), 2, 3);
-    TwinOptions options;
-    options.async = async;
-    std::unique_ptr<DeviceModel> twin = make_twin_model(host, options);
-    const Step s = a_step(2);
-    Context ctx;
-    ctx.loss_scale = 0.5;
+    TwinRig r(async);
+    Model& host = r.host;
+    DeviceModel* twin = r.twin.get();
+    const Step& s = r.step;
+    Context& ctx = r.ctx;
     ctx.precision = Precision::bf16;
     host.set_batch(2);
     host.load_batch(s.images.data());
