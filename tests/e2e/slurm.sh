@@ -34,13 +34,33 @@ job_file() {  # job_file NAME STEPS
 }
 
 state_of() { scontrol show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
-wait_done() {  # wait_done JOBID SECONDS: until the job has left the queue
+# wait_done JOBID SECONDS: until the job has ended. Only a final state counts:
+# a requeued job passes through COMPLETING, REQUEUED and PENDING, and a busy
+# controller may not answer at all for a moment (an empty state).
+wait_done() {
   for _ in $(seq 1 $(($2 * 5))); do
-    case $(state_of "$1") in PENDING | RUNNING | CONFIGURING | COMPLETING | REQUEUED | "") ;; *) return 0 ;; esac
-    squeue -h -j "$1" 2>/dev/null | grep -q . || return 0
+    case $(state_of "$1") in
+      COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) return 0 ;;
+    esac
+    scontrol show job "$1" 2>&1 | grep -q "Invalid job id" && return 0  # purged after it ended
     sleep 0.2
   done
   return 1
+}
+# start_now JOBID: Slurm holds a requeued batch job back for a while before it
+# may start again; bring its start forward once the first run has been torn
+# down: the job pending again and its step daemons gone (a step launched while
+# they linger fails with "aborted before step completely launched").
+start_now() {
+  for _ in $(seq 1 150); do [[ $(state_of "$1") == RUNNING ]] || break; sleep 0.2; done
+  for _ in $(seq 1 150); do pgrep -f "slurmstepd: \[$1\." >/dev/null || break; sleep 0.2; done
+  for _ in $(seq 1 300); do
+    case $(state_of "$1") in
+      PENDING) scontrol update JobId="$1" StartTime=now 2>/dev/null ;;
+      RUNNING | COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) return 0 ;;
+    esac
+    sleep 0.2
+  done
 }
 
 # 1. A training job on 2 ranks.
@@ -59,9 +79,7 @@ id=$(sbatch --parsable --ntasks=2 "$src/slurm/train.sbatch" "$(job_file long 400
 ckpt="$work/runs/long-$id.ckpt.h5"
 for _ in $(seq 1 300); do [[ -f $ckpt ]] && break; sleep 0.1; done
 scontrol requeue "$id"
-# Slurm holds a requeued batch job back for a while before it may start again; let it start now.
-for _ in $(seq 1 50); do [[ $(state_of "$id") == PENDING ]] && break; sleep 0.2; done
-scontrol update JobId="$id" StartTime=now 2>/dev/null || true
+start_now "$id"
 wait_done "$id" 240 || fail "requeued job $id did not finish"
 log="$work/burstpool-train-$id.out"
 if grep -q "restart 1" "$log" && grep -q "resuming from the checkpoint of step" "$log" &&
@@ -117,12 +135,7 @@ log="$work/burstpool-train-$id.out"
 for _ in $(seq 1 300); do grep -q "^step 100/" "$log" 2>/dev/null && break; sleep 0.1; done
 scancel --signal=USR1 "$id"
 for _ in $(seq 1 150); do grep -q "requeueing job" "$log" 2>/dev/null && break; sleep 0.2; done
-for _ in $(seq 1 50); do [[ $(state_of "$id") == PENDING ]] && break; sleep 0.2; done
-# The job requeued itself from its batch script: let the node finish tearing
-# the first run down (its step daemons gone) before its start is brought
-# forward (Slurm alone would hold it back longer than that).
-for _ in $(seq 1 150); do pgrep -f "slurmstepd: \[$id\." >/dev/null || break; sleep 0.2; done
-scontrol update JobId="$id" StartTime=now 2>/dev/null || true
+start_now "$id"
 wait_done "$id" 240 || fail "signalled job $id did not finish"
 if grep -q "stopped early by SIGUSR1 after" "$log" && grep -q "restart 1" "$log" &&
   grep -q "resuming from the checkpoint of step" "$log" &&
