@@ -109,10 +109,11 @@ def train(build, tmp, point, mode):
 
 
 def time_shares(m):
-    """Mean over ranks of where a rank's step time went, as shares."""
+    """Mean over ranks of where a rank's step time went, as shares; background_sync (a learner strategy's
+    own thread, beside the steps) is not part of the sum."""
     shares = {}
-    for k in ("compute", "transfer", "allreduce", "idle"):
-        shares[k] = statistics.mean(r[f"{k}_seconds"] for r in m["per_rank"]) / m["train_seconds"]
+    for k in ("compute", "transfer", "allreduce", "idle", "background_sync"):
+        shares[k] = statistics.mean(r.get(f"{k}_seconds", 0.0) for r in m["per_rank"]) / m["train_seconds"]
     shares["waiting"] = shares["transfer"] + shares["allreduce"] + shares["idle"]
     return shares
 

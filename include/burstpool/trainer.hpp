@@ -32,9 +32,15 @@ struct EvalPoint {
   double accuracy = 0, loss = 0;
 };
 
+// One rank's training time, split. compute, transfer, allreduce and idle sum
+// to the rank's training seconds; for learners (docs/learners.md) compute is
+// the learners' steps and allreduce the loop's synchronisation after them.
+// background_sync runs beside them (shadow's averaging thread: its rounds'
+// seconds) and is not part of that sum.
 struct RankTimes {
   double compute = 0, transfer = 0, allreduce = 0, idle = 0;  // seconds in training steps
   double peak_resident_bytes = 0;  // the rank's largest resident memory (peak_resident_bytes())
+  double background_sync = 0;
 };
 
 struct TrainResult {
@@ -110,6 +116,12 @@ EvalPoint evaluate_test_set(Executor& exec, const Dataset& test, size_t lo, size
 bool record_evaluation(TrainResult& r, const JobConfig& job, const EvalPoint& p, const char* unit,
                        double eval_seconds, double wall_seconds, bool chatty);
 nlohmann::json metrics_json(const TrainResult& r);
+
+// Both trainers at the end (collective over MPI_COMM_WORLD): this rank's
+// split `mine`, its idle set to what the others leave of `run_seconds` (this
+// run's training seconds, since a resume) and its peak memory added, into
+// r.per_rank on rank 0, one entry per rank in rank order.
+void gather_rank_times(TrainResult& r, RankTimes mine, double run_seconds);
 
 // What a checkpoint keeps of a run's record (JSON text), so that the metrics
 // after --resume cover the whole run: the evaluations, the training,

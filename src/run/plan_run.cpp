@@ -214,16 +214,7 @@ bool PlanRun::evaluate_now(int64_t step) {
 // rank's transfer and reduction seconds per step.
 void PlanRun::gather_time_splits(double run_seconds) {
   const TimeSplit& t = exec_.times();
-  constexpr int kFields = 5;
-  const double mine[kFields] = {t.compute, t.transfer, t.allreduce,
-                                std::max(0.0, run_seconds - t.compute - t.transfer - t.allreduce),
-                                static_cast<double>(peak_resident_bytes())};
-  std::vector<double> all(kFields * w_.size);
-  BP_MPI_CHECK(MPI_Gather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-  for (int k = 0; k < w_.size; ++k) {
-    const double* f = &all[kFields * k];
-    r_.per_rank.push_back({f[0], f[1], f[2], f[3], f[4]});
-  }
+  gather_rank_times(r_, {t.compute, t.transfer, t.allreduce}, run_seconds);
   if (!job_.layer_timing) return;
   Model& model = session_.model();
   std::vector<double> local, worst(2 * model.size());

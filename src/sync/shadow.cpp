@@ -161,8 +161,13 @@ void ShadowAverager::start() {
   thread_ = std::thread([this] {
     set_wait_cancel_flag(&abandon_);  // also makes waits sleep between polls instead of spinning
     try {
-      while (!round() && !abandon_.load())
+      for (;;) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const bool last = round();
+        round_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (last || abandon_.load()) break;
         if (pause_ms_ > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(pause_ms_));
+      }
     } catch (const WaitCancelled&) {
       cancelled_ = true;
     }
@@ -207,6 +212,7 @@ class Shadow final : public SyncStrategy {
     return averager_ ? averager_->hold(j) : std::unique_lock<std::mutex>();
   }
   StrategyCounts finish() override { return {{"shadow_rounds", averager_ ? averager_->finish() : 0}}; }
+  double background_seconds() const override { return averager_ ? averager_->round_seconds() : 0; }
 
  private:
   const ShadowRule rule_;

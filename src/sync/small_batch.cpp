@@ -148,7 +148,11 @@ class LearnerRun final : public RunSteps {
   // One iteration of every learner: their steps, then the strategy's
   // synchronisation (which the agreement overlaps), then the auto-tuner.
   double step_begin() override;
-  void step_middle() override { strategy_->after_iteration(team_, iteration_); }
+  void step_middle() override {
+    const auto t0 = Clock::now();
+    strategy_->after_iteration(team_, iteration_);
+    times_.allreduce += seconds_since(t0);
+  }
   void step_end(const Agreement& agreed, double seconds) override;
   int64_t step_samples() const override { return per_iteration() * b_; }
   void checkpoint() override { save_checkpoint(); }
@@ -194,6 +198,7 @@ class LearnerRun final : public RunSteps {
   std::vector<float> current_, current_state_;  // the job's model and statistics, when the host needs them
   int64_t eval_step_ = 1, next_eval_ = 0;  // iterations, or learner batches
   float lr_ = 0;  // the last iteration's learning rate
+  RankTimes times_;  // compute: the learners' steps; allreduce: after_iteration on the loop's thread
 };
 
 LearnerRun::LearnerRun(const JobConfig& job)
@@ -363,6 +368,8 @@ void LearnerRun::save_checkpoint() {
 // After the loop, which has set the training figures.
 void LearnerRun::finish() {
   r_.strategy_counts = strategy_->finish();
+  times_.background_sync = strategy_->background_seconds();
+  gather_rank_times(r_, times_, r_.train_seconds - r_.earlier_train_seconds);  // this run's, since the resume
   r_.learners = static_cast<int>(learners_.size());
   r_.steps = iteration_;
   r_.epochs = static_cast<double>(batches_) / per_epoch_;
@@ -371,8 +378,11 @@ void LearnerRun::finish() {
 
 double LearnerRun::step_begin() {
   lr_ = schedule_.at(job_.steps > 0 ? iteration_ : batches_ / w_.size);  // learner batches per rank
+  const auto t0 = Clock::now();
   strategy_->before_iteration(team_, lr_);
-  return step_learners(lr_) / w_.size;  // the ranks' shares sum to the mean over every learner
+  const double loss = step_learners(lr_) / w_.size;  // the ranks' shares sum to the mean over every learner
+  times_.compute += seconds_since(t0);
+  return loss;
 }
 
 void LearnerRun::step_end(const Agreement&, double seconds) {

@@ -91,6 +91,9 @@ class SyncStrategy {
   virtual void restore(const LearnerProgress&) {}
   // Once, every rank, after the last iteration: its metrics keys.
   virtual StrategyCounts finish() { return {}; }
+  // After finish: this rank's seconds of synchronisation on the strategy's
+  // own thread, beside the learners' steps (RankTimes::background_sync).
+  virtual double background_seconds() const { return 0; }
 };
 
 }  // namespace burstpool

@@ -85,6 +85,26 @@ sys.exit(0 if ev[-1]["test_accuracy"] > 0.9 and ev[-1]["test_loss"] < 0.5 * ev[0
 PY
 done
 [[ $(metric shadow 'm["shadow_rounds"] > 0') == True ]] || fail "shadow: no averaging rounds"
+# Where each rank's time went: the learners' steps, the loop's synchronisation
+# (sma and local-sgd average there; shadow does not), the rest idle, summing
+# to the training seconds; shadow's thread synchronises beside the steps.
+for run in sma-2x1 local-sgd-2x1 shadow; do
+  python3 - "$work/$run.json" "$run" <<'PY' || fail "$run: per-rank time split wrong"
+import json, sys
+m, run = json.load(open(sys.argv[1])), sys.argv[2]
+ranks = m["per_rank"]
+assert len(ranks) == 2, ranks
+for r in ranks:
+    parts = r["compute_seconds"] + r["transfer_seconds"] + r["allreduce_seconds"] + r["idle_seconds"]
+    assert r["compute_seconds"] > 0 and r["transfer_seconds"] == 0, r
+    assert abs(parts - m["train_seconds"]) <= 0.05 * m["train_seconds"] + 0.01, (parts, m["train_seconds"])
+    # shadow's loop calls an after_iteration that does nothing: microseconds
+    assert (r["allreduce_seconds"] > 0.001 * m["train_seconds"]) == (run != "shadow"), r
+    assert (r["background_sync_seconds"] > 0) == (run == "shadow"), r
+print(f"ok   {run}: rank 0 computed {ranks[0]['compute_seconds']:.2f} s, synchronised {ranks[0]['allreduce_seconds']:.3f} s "
+      f"(background {ranks[0]['background_sync_seconds']:.3f} s) of {m['train_seconds']:.2f} s")
+PY
+done
 # sma's average model z was compared across ranks after every synchronisation (BURSTPOOL_TEST_CHECK_AVERAGE).
 grep -q "average model identical on every rank after each of 128 synchronisations" "$work/sma-2x1.out" ||
   fail "sma: average model not checked on every rank: $(grep average "$work/sma-2x1.out")"
