@@ -17,6 +17,13 @@ accuracy against wall seconds and epochs.
 --plot-best reruns only each strategy's best setting from an earlier
 <out>.json and draws the PNG from those runs, leaving the table alone.
 
+--tuned-grid runs a grid sized for one point of the network with repeats:
+the learning rate and the schedule length (the cosine's epochs, which also
+bound the run) tuned together for ssgd at global batch 128 and for local-sgd
+and shadow average at batch 16; ssgd at 32 and 512 over the learning rate;
+sma and shadow's other rules at one setting. The report marks a best setting
+whose value lies on its grid's edge.
+
 --repeats N runs every setting N times (job seeds 1..N, so data order,
 initial weights and dropout differ) and reports the median training time and
 its spread (slowest and fastest run); a setting counts as reaching the target
@@ -26,7 +33,7 @@ G Gbit/s (as root), and each run reports where the ranks' time went
 (computing; waiting on transfers, gradient sums or other ranks).
 
 Usage: perf/time_to_accuracy.py [--build build] [--out perf/results/time_to_accuracy] [--plot-best]
-                                [--repeats N] [--gbit G]
+                                [--small-grid | --tuned-grid] [--repeats N] [--gbit G]
 """
 import argparse
 import json
@@ -80,8 +87,8 @@ def ssgd(batch, lr, epochs):
             "schedule.warmup_steps": warmup}
 
 
-def learners(strategy, batch, lr, **extra):
-    return {"sync.strategy": strategy, "train.learner_batch_size": batch, "train.epochs": 5,
+def learners(strategy, batch, lr, epochs=5, **extra):
+    return {"sync.strategy": strategy, "train.learner_batch_size": batch, "train.epochs": epochs,
             "train.eval_every": quarter_epoch(RANKS * batch), "optimizer.lr": lr, **extra}
 
 
@@ -112,9 +119,26 @@ SMALL_GRID.update({
     "sma, batch 16 per learner, auto-tuned learners": [learners("sma", 16, 0.02, **{"sync.alpha": 0.1})],
     "local-sgd, batch 16, average every 8": [learners("local-sgd", 16, 0.02, **{"sync.local_steps": 8})],
     "shadow average, batch 16": [learners("shadow", 16, 0.02, **{"sync.shadow_rule": "average"})]})
+# --tuned-grid (a point of the shaped network, with repeats): the learning rate and the schedule length (the
+# cosine's epochs, which also bound the run) tuned together where the contest is: ssgd at global batch 128 (the
+# best batch of earlier grids) and the two background-synchronised strategies, local-sgd and shadow average, at
+# batch 16; ssgd at 32 and 512 over the learning rate with the longer schedule; sma and the other shadow rules at
+# their best setting of the full grid.
+SCHEDULE_GRID = {"ssgd, global batch 128": [ssgd(128, round(0.04 * f, 4), e) for f in (0.5, 1, 2) for e in (4, 8)]}
+SCHEDULE_GRID.update({f"ssgd, global batch {b}": [ssgd(b, round(0.02 * (b / 32) ** 0.5 * f, 4), 8) for f in (0.5, 1, 2)]
+                      for b in (32, 512)})
+SCHEDULE_GRID.update({
+    "local-sgd, batch 16, average every 8": [learners("local-sgd", 16, lr, e, **{"sync.local_steps": 8})
+                                             for lr in (0.01, 0.02, 0.05) for e in (3, 5)],
+    "shadow average, batch 16": [learners("shadow", 16, lr, e, **{"sync.shadow_rule": "average"})
+                                 for lr in (0.01, 0.02, 0.05) for e in (3, 5)],
+    "sma, batch 16 per learner, auto-tuned learners": [learners("sma", 16, 0.02, 5, **{"sync.alpha": 0.1})]})
+SCHEDULE_GRID.update({f"shadow {rule}, batch 16": [learners("shadow", 16, 0.02, 5, **{"sync.shadow_rule": rule})]
+                      for rule in ("elastic", "block-momentum")})
 
 
 GBIT = "none"  # --gbit
+FLAGS = []  # the grid, repeats and network flags the study ran with, for its report
 
 
 def run(build, tmp, settings, log):
@@ -150,6 +174,8 @@ def main():
     ap.add_argument("--model", default=MODEL, choices=sorted(MODEL_NAMES))
     ap.add_argument("--target", type=float, default=TARGET)
     ap.add_argument("--small-grid", action="store_true", help="one learning rate per setting, fewer batches")
+    ap.add_argument("--tuned-grid", action="store_true",
+                    help="three ssgd batches and the learners at batch 16, schedule length tuned for each")
     ap.add_argument("--repeats", type=int, default=1, help="runs per setting (job seeds 1..N)")
     ap.add_argument("--gbit", default="none", help="links shaped to this many Gbit/s per rank (as root)")
     ap.add_argument("--only", nargs="+", metavar="PREFIX",
@@ -157,12 +183,17 @@ def main():
                          "'ssgd, global batch 32'), to remeasure part of the table side by side")
     args = ap.parse_args()
     MODEL, TARGET, GBIT = args.model, args.target, args.gbit
+    FLAGS[:] = ((["--small-grid"] if args.small_grid else []) + (["--tuned-grid"] if args.tuned_grid else []) +
+                ([f"--repeats {args.repeats}"] if args.repeats > 1 else []) +
+                ([f"--gbit {args.gbit}"] if args.gbit != "none" else []) +
+                ([f"--only {' '.join(repr(o) for o in args.only)}"] if args.only else []))
     tmp = tempfile.mkdtemp()
     if args.plot_best:
         plot_best(args, tmp)
         return
     results = {}
-    for label, grid in (SMALL_GRID if args.small_grid else GRID).items():
+    chosen = SMALL_GRID if args.small_grid else SCHEDULE_GRID if args.tuned_grid else GRID
+    for label, grid in chosen.items():
         if args.only and not any(label.startswith(prefix) for prefix in args.only):
             continue
         results[label] = []
@@ -175,6 +206,9 @@ def main():
                 print(label, json.dumps(r), flush=True)
             results[label].append(summarise_repeats(repeats))
     best = {label: best_of(runs) for label, runs in results.items()}
+    for label, r in best.items():
+        if r is not None:
+            r["edges"] = grid_edges(r["settings"], chosen[label])
     lines = table(best)
     text = "\n".join(lines) + "\n"
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
@@ -208,26 +242,33 @@ def table(best):
                     key=lambda r: r["time_to_target_seconds"], default=None)
     large = reached.get(LARGE)
     command = "python3 perf/time_to_accuracy.py" + ("" if MODEL == "lenet5" else f" --model {MODEL} --target {TARGET}")
+    command += "".join(f" {flag}" for flag in FLAGS)
     network = "shared memory" if GBIT == "none" else f"links shaped to {GBIT} Gbit/s per rank (scripts/shaped-net.sh)"
     lines = [f"# Time to {TARGET} test accuracy, {MODEL_NAMES[MODEL]} on Fashion-MNIST, {RANKS} ranks x 1 thread, "
              f"{network}", "",
-             f"Command: `{command}` (`--small-grid` where the table has one setting per batch; `--repeats`, "
-             "`--gbit` as the runs say). Per strategy and batch the best of its learning-rate grid (every run in "
+             f"Command: `{command}`. Per strategy and batch the best of its learning-rate grid (every run in "
              "the JSON); with repeats, medians, and a setting reaches the target only if every repeat does. "
              "Training seconds exclude evaluations (every quarter epoch); wall seconds include loading and "
              "evaluations. Speed-ups are in training seconds, against the best ssgd setting of the whole grid and "
-             "against large-batch ssgd. Waiting: the ranks' mean share of training time not spent computing.", "",
-             "| strategy | best setting | epochs to target | training s | repeats' s | wall s | samples/s | waiting "
-             "| learners per rank | vs best ssgd | vs ssgd at 1024 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "against large-batch ssgd. Time shares are the ranks' mean over training time: computing (the "
+             "learners' steps), waiting (gradient sums, the learners' synchronisation on the training thread, "
+             "other ranks), and background (shadow's averaging thread, beside the steps). Edge: a tuned setting "
+             "whose best value is the lowest or highest of its grid.", "",
+             "| strategy | best setting | epochs to target | training s | repeats' s | wall s | samples/s | "
+             "computing, waiting, background | learners per rank | vs best ssgd | vs ssgd at 1024 |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for label, r in best.items():
         if r is None:
             lines.append(f"| {label} | none reached {TARGET} | | | | | | | | | |")
             continue
         s = r["settings"]
-        setting = f"lr {s['optimizer.lr']}" + (f", {s['train.epochs']}-epoch cosine" if label.startswith("ssgd") else "")
+        setting = f"lr {s['optimizer.lr']}, {s['train.epochs']}-epoch cosine"
+        if r.get("edges"):
+            setting += f" (edge: {', '.join(r['edges'])})"
         vs = lambda base: f"{base['time_to_target_seconds'] / r['time_to_target_seconds']:.2f}x" if base else "n/a"
         spread = ", ".join(f"{t:.1f}" for t in r.get("repeat_seconds", []) if t is not None)
-        waiting = f"{r['shares']['waiting']:.0%}" if r.get("shares") else ""
+        sh = r.get("shares")
+        waiting = f"{sh['compute']:.0%}, {sh['waiting']:.0%}, {sh.get('background_sync', 0):.0%}" if sh else ""
         lines.append(f"| {label} | {setting} | {r['epochs_to_target']:.2f} | {r['time_to_target_seconds']:.1f} | "
                      f"{spread} | {r['wall_to_target_seconds']:.1f} | {r['samples_per_second']:.0f} | {waiting} | "
                      f"{r['learners_per_rank']} | {vs(ssgd_best)} | {vs(large)} |")
@@ -236,6 +277,17 @@ def table(best):
             lines += ["", f"Auto-tuner trials, {label} (learners per rank: samples/s): " +
                       ", ".join(f"{t['learners']}: {t['samples_per_second']:.0f}" for t in r["learner_tuning"])]
     return lines
+
+
+def grid_edges(settings, grid):
+    """The tuned keys (learning rate, schedule length) whose best value sits on the edge of its grid, where a
+    better value may lie outside it; a key the grid does not vary is not tuned and never an edge."""
+    edges = []
+    for key, name in (("optimizer.lr", "lr"), ("train.epochs", "epochs")):
+        values = sorted({g[key] for g in grid})
+        if len(values) > 1 and settings[key] in (values[0], values[-1]):
+            edges.append(f"{name} {'lowest' if settings[key] == values[0] else 'highest'}")
+    return edges
 
 
 def summarise_repeats(repeats):
