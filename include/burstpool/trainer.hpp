@@ -35,8 +35,8 @@ struct EvalPoint {
 // One rank's training time, split. compute, transfer, allreduce and idle sum
 // to the rank's training seconds; for learners (docs/learners.md) compute is
 // the learners' steps and allreduce the loop's synchronisation after them.
-// background_sync runs beside them (shadow's averaging thread: its rounds'
-// seconds) and is not part of that sum.
+// background_sync runs beside them (shadow's averaging thread: its seconds
+// waiting for its allreduce) and is not part of that sum.
 struct RankTimes {
   double compute = 0, transfer = 0, allreduce = 0, idle = 0;  // seconds in training steps
   double peak_resident_bytes = 0;  // the rank's largest resident memory (peak_resident_bytes())
@@ -77,9 +77,10 @@ struct TrainResult {
   double target_accuracy = 0;     // [train] target_accuracy; 0: none
   double time_to_target_seconds = NAN, epochs_to_target = NAN;  // training seconds, epochs; NaN: not reached
   double wall_to_target_seconds = NAN;  // wall seconds from the start, loading and evaluations included
-  // [parallel] plan = auto: the plan's file and the planner's predicted step (0: not planned here).
+  // [parallel] plan = auto: the plan's file, the planner's predicted step and its prediction for
+  // data parallelism, which it judged slower or equal (0: not planned here).
   std::string plan_file;
-  double predicted_step_seconds = 0;
+  double predicted_step_seconds = 0, predicted_data_parallel_step_seconds = 0;
   // One training step of this run, measured: batch / samples_per_second.
   double measured_step_seconds() const { return batch_size / std::max(1e-9, samples_per_second); }
   std::string stopped_by;  // the signal that ended training early (include/burstpool/stop.hpp); "": none

@@ -54,6 +54,7 @@ Plan plan_for(const JobConfig& job, const ModelSpec& spec, int world_size, Train
   if (job.plan_path == "auto") {
     const AutoPlan made = auto_plan(job, spec, r.threads);
     r.predicted_step_seconds = made.predicted_step_s;
+    r.predicted_data_parallel_step_seconds = made.data_parallel_step_s;
     r.plan_file = made.path;
     return made.plan;
   }

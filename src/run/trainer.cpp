@@ -304,6 +304,7 @@ nlohmann::json metrics_json(const TrainResult& r) {
   if (!r.plan_file.empty()) {
     out["plan_file"] = r.plan_file;
     out["predicted_step_seconds"] = r.predicted_step_seconds;
+    out["predicted_data_parallel_step_seconds"] = r.predicted_data_parallel_step_seconds;
     out["measured_step_seconds"] = r.measured_step_seconds();
   }
   if (r.multiplex) add_multiplex_keys(*r.multiplex, out);

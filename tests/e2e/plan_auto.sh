@@ -9,7 +9,13 @@ set -u
 source "$(dirname "$0")/lib/harness.sh" "$@"
 cd "$work" || exit 1
 
-synthetic_job "$work/job.ini" "$src/jobs/models/lenet5.ini" "log_every = 10" "[parallel]" "amp_limit = 1.05"
+# A tight amplification limit makes the planner put layers on fewer ranks at
+# the price of a slower step, which pays only with a background job to take
+# the rank time freed: the job has one (a replica per rank, so the
+# foreground's numbers do not depend on it).
+synthetic_job "$work/bg.ini" "$src/jobs/models/lenet5.ini" "steps = 100000"
+synthetic_job "$work/job.ini" "$src/jobs/models/lenet5.ini" "log_every = 10" "[parallel]" "amp_limit = 1.05" \
+  "[background]" "job = $work/bg.ini" "sync = none" "calibrate_steps = 4"
 run() {  # run NAME [options]: 2 ranks, 20 steps, output in NAME.out, metrics NAME.json, checkpoint NAME.h5
   local name=$1
   shift
@@ -38,11 +44,33 @@ if out=$(python3 - <<'PY' 2>&1
 import json
 m, plan = json.load(open("second.json")), json.load(open("second.plan.json"))
 assert m["plan_file"].endswith("second.plan.json") and m["predicted_step_seconds"] > 0 and m["measured_step_seconds"] > 0, m
+assert m["predicted_data_parallel_step_seconds"] > 0, m
 counts = {e["name"]: e["ranks"] for e in plan["layers"]}
-print(f"predicted {1e3 * m['predicted_step_seconds']:.2f} ms, measured {1e3 * m['measured_step_seconds']:.2f} ms, "
+print(f"predicted {1e3 * m['predicted_step_seconds']:.2f} ms (data parallel {1e3 * m['predicted_data_parallel_step_seconds']:.2f}), measured {1e3 * m['measured_step_seconds']:.2f} ms, "
       f"ranks {sorted(set(counts.values()))}")
 PY
 ); then echo "ok   metrics: $out"; else fail "metrics: $out"; fi
+
+# Without a background job nothing uses the rank time such a plan frees:
+# --plan auto runs data parallel when the planner predicts it faster.
+run alone --plan auto --set background.job=none
+if out=$(python3 - <<'PY' 2>&1
+import json
+m, plan = json.load(open("alone.json")), json.load(open("alone.plan.json"))
+limited, dp = json.load(open("second.json"))["predicted_step_seconds"], m["predicted_data_parallel_step_seconds"]
+fallback = "no [background] job uses the rank time it frees: data parallel" in open("alone.out").read()
+if limited > dp:  # the limit's plan predicted slower: data parallel instead
+    assert fallback and m["predicted_step_seconds"] == dp and all(e["ranks"] == "0-1" for e in plan["layers"]), (m, plan)
+    print(f"the limited plan predicted {1e3 * limited:.2f} ms, data parallel {1e3 * dp:.2f} ms: data parallel")
+else:  # the profiles made it no slower: kept
+    assert not fallback and plan == json.load(open("second.plan.json")), plan
+    print(f"the limited plan predicted {1e3 * limited:.2f} ms, data parallel {1e3 * dp:.2f} ms: the plan kept")
+PY
+); then
+  echo "ok   without a background: $out"
+else
+  fail "without a background: $out $(grep 'plan auto' alone.out)"
+fi
 
 # A cached layer profile that does not load: named, and measured again.
 profile=$(ls burstpool-profiles/lenet5-*.json)
