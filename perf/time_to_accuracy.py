@@ -124,14 +124,15 @@ SMALL_GRID.update({
 # best batch of earlier grids) and the two background-synchronised strategies, local-sgd and shadow average, at
 # batch 16; ssgd at 32 and 512 over the learning rate with the longer schedule; sma and the other shadow rules at
 # their best setting of the full grid.
-SCHEDULE_GRID = {"ssgd, global batch 128": [ssgd(128, round(0.04 * f, 4), e) for f in (0.5, 1, 2) for e in (4, 8)]}
+SCHEDULE_GRID = {"ssgd, global batch 128": [ssgd(128, round(0.04 * f, 4), e) for f in (0.25, 0.5, 1, 2)
+                                             for e in (4, 8, 12)]}
 SCHEDULE_GRID.update({f"ssgd, global batch {b}": [ssgd(b, round(0.02 * (b / 32) ** 0.5 * f, 4), 8) for f in (0.5, 1, 2)]
                       for b in (32, 512)})
 SCHEDULE_GRID.update({
     "local-sgd, batch 16, average every 8": [learners("local-sgd", 16, lr, e, **{"sync.local_steps": 8})
-                                             for lr in (0.01, 0.02, 0.05) for e in (3, 5)],
+                                             for lr in (0.01, 0.02, 0.05) for e in (3, 5, 8)],
     "shadow average, batch 16": [learners("shadow", 16, lr, e, **{"sync.shadow_rule": "average"})
-                                 for lr in (0.01, 0.02, 0.05) for e in (3, 5)],
+                                 for lr in (0.005, 0.01, 0.02, 0.05) for e in (3, 5, 8)],
     "sma, batch 16 per learner, auto-tuned learners": [learners("sma", 16, 0.02, 5, **{"sync.alpha": 0.1})]})
 SCHEDULE_GRID.update({f"shadow {rule}, batch 16": [learners("shadow", 16, 0.02, 5, **{"sync.shadow_rule": rule})]
                       for rule in ("elastic", "block-momentum")})
@@ -252,7 +253,7 @@ def table(best):
              "evaluations. Speed-ups are in training seconds, against the best ssgd setting of the whole grid and "
              "against large-batch ssgd. Time shares are the ranks' mean over training time: computing (the "
              "learners' steps), waiting (gradient sums, the learners' synchronisation on the training thread, "
-             "other ranks), and background (shadow's averaging thread, beside the steps). Edge: a tuned setting "
+             "other ranks), and background (shadow's averaging thread waiting for its allreduce, beside the steps). Edge: a tuned setting "
              "whose best value is the lowest or highest of its grid.", "",
              "| strategy | best setting | epochs to target | training s | repeats' s | wall s | samples/s | "
              "computing, waiting, background | learners per rank | vs best ssgd | vs ssgd at 1024 |",

@@ -151,7 +151,9 @@ bool ShadowAverager::round() {
   MPI_Request request;
   BP_MPI_CHECK(
       MPI_Iallreduce(send.data(), sum_.data(), static_cast<int>(n_ + 1), MPI_FLOAT, MPI_SUM, comm_, &request));
+  const auto t0 = std::chrono::steady_clock::now();
   wait_all(1, &request);  // sleeps between polls on this thread (it has a cancel flag)
+  network_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   apply();
   rounds_.fetch_add(1);
   return sum_[n_] >= static_cast<float>(size_);
@@ -161,13 +163,8 @@ void ShadowAverager::start() {
   thread_ = std::thread([this] {
     set_wait_cancel_flag(&abandon_);  // also makes waits sleep between polls instead of spinning
     try {
-      for (;;) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const bool last = round();
-        round_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (last || abandon_.load()) break;
+      while (!round() && !abandon_.load())
         if (pause_ms_ > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(pause_ms_));
-      }
     } catch (const WaitCancelled&) {
       cancelled_ = true;
     }
@@ -212,7 +209,7 @@ class Shadow final : public SyncStrategy {
     return averager_ ? averager_->hold(j) : std::unique_lock<std::mutex>();
   }
   StrategyCounts finish() override { return {{"shadow_rounds", averager_ ? averager_->finish() : 0}}; }
-  double background_seconds() const override { return averager_ ? averager_->round_seconds() : 0; }
+  double background_seconds() const override { return averager_ ? averager_->network_seconds() : 0; }
 
  private:
   const ShadowRule rule_;

@@ -76,9 +76,9 @@ class ShadowAverager {
   // had said it is done. The thread calls it; tests may call it directly.
   bool round();
   int64_t rounds() const { return rounds_.load(); }
-  // Seconds the thread spent in its rounds (snapshots, the allreduce and
-  // the corrections; not its pauses). Read after finish().
-  double round_seconds() const { return round_seconds_; }
+  // Seconds the thread waited for its rounds' allreduce (the network, and
+  // ranks that were later to the round). Read after finish().
+  double network_seconds() const { return network_seconds_; }
 
   // Replica j's trainer, on its own thread, around a step that reads and
   // changes the replica (end_step also when the step failed). begin_step
@@ -115,7 +115,7 @@ class ShadowAverager {
   std::atomic<bool> abandon_{false};  // raised by the destructor without finish: the thread's waits give up
   bool cancelled_ = false;            // the thread gave up a round (its allreduce is still pending)
   std::atomic<int64_t> rounds_{0};
-  double round_seconds_ = 0;  // the thread's alone until finish() joins it
+  double network_seconds_ = 0;  // the thread's alone until finish() joins it
   std::thread thread_;
 };
 

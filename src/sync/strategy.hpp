@@ -91,8 +91,8 @@ class SyncStrategy {
   virtual void restore(const LearnerProgress&) {}
   // Once, every rank, after the last iteration: its metrics keys.
   virtual StrategyCounts finish() { return {}; }
-  // After finish: this rank's seconds of synchronisation on the strategy's
-  // own thread, beside the learners' steps (RankTimes::background_sync).
+  // After finish: this rank's seconds its strategy's own thread waited to
+  // synchronise, beside the learners' steps (RankTimes::background_sync).
   virtual double background_seconds() const { return 0; }
 };
 
