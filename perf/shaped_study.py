@@ -7,8 +7,10 @@ Per point (model, global batch, ranks, bandwidth), each round runs four modes
 side by side, in an order that alternates between rounds:
 
   dp        data parallel alone (the reference of cluster throughput);
-  burst     the plan --plan auto makes from profiles measured at that point;
-  burst_bg  that plan beside a background job;
+  burst     the plan --plan auto makes from profiles measured at that point
+            (data parallel where the amplification limit's plan is predicted
+            slower, as no background job runs beside it);
+  burst_bg  --plan auto's plan beside a background job (the limit's plan);
   dp_bg     data parallel beside the same background job (so what the plan
             and what the background each give are seen apart).
 
