@@ -20,7 +20,7 @@ def train(mode, yield_):
     if mode == "burst":
         cmd += ["--set", "background.job=none"]
     env = dict(s.ENV, OMPI_MCA_mpi_yield_when_idle=yield_)
-    out = s.run([s.LAUNCHER, "--quiet", "--gbit", gbit, "--nodes", "2", "--", "mpirun", "-np", "2"] + cmd, env)
+    s.run([s.LAUNCHER, "--quiet", "--gbit", gbit, "--nodes", "2", "--", "mpirun", "-np", "2"] + cmd, env)
     m = json.load(open(metrics))
     fgr = m["foreground_samples_per_second"] if mode == "burst_bg" else m["samples_per_second"]
     extra = {k: m.get(k) for k in ("background_samples_per_second", "foreground_slowdown")} if mode == "burst_bg" else {}

@@ -13,8 +13,8 @@
 #include "burstpool/checkpoint.hpp"
 #include "burstpool/executor.hpp"
 #include "burstpool/error.hpp"
-#include "burstpool/model.hpp"
 #include "burstpool/memory.hpp"
+#include "burstpool/model.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/run_log.hpp"
 #include "burstpool/runtime.hpp"
@@ -175,8 +175,7 @@ void gather_rank_times(TrainResult& r, RankTimes mine, double run_seconds) {
   constexpr int kFields = 6;
   const double fields[kFields] = {mine.compute, mine.transfer, mine.allreduce, mine.idle, mine.peak_resident_bytes,
                                   mine.background_sync};
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int size = world().size;
   std::vector<double> all(static_cast<size_t>(kFields) * size);
   BP_MPI_CHECK(MPI_Gather(fields, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, 0, MPI_COMM_WORLD));
   r.per_rank.clear();
