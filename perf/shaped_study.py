@@ -28,12 +28,15 @@ the burst plan, and the background's samples/s beside each
 (--background-independent with the CPU packing model), against the medians.
 
 2 ranks take one core each; 4 ranks on this 2-core machine are
-oversubscribed (labelled so) and wait by yielding (OMPI_MCA_mpi_yield_when_idle=1).
+oversubscribed (labelled so) and wait by yielding (OMPI_MCA_mpi_yield_when_idle=1),
+as shaped ranks do; --yield-beside-background 0 turns that off for the two
+modes beside the background (a yield inside MPI hands the core to it).
 BLAS: OPENBLAS_CORETYPE=Haswell (this CPU's AVX2 kernel; OpenBLAS 0.3.21 would
 pick Prescott by itself). Shaping needs root (scripts/shaped-net.sh).
 
 Usage: perf/shaped_study.py [--build build] [--rounds 3] [--gbits none,10,3,1] [--ranks 2,4]
                             [--models vgg16_cifar,vgg_small,lenet5] [--out perf/results/shaped_study]
+                            [--yield-beside-background 0|1]
 """
 import argparse
 import json
@@ -56,6 +59,9 @@ MODES = ("dp", "burst", "burst_bg", "dp_bg")
 # model: (two global batches, foreground steps): small per-rank batches, the strong-scaling regime
 SETTINGS = {"vgg16_cifar": ((16, 32), 14), "vgg_small": ((32, 64), 60), "lenet5": ((32, 128), 200)}
 BACKGROUND_MODEL, BACKGROUND_BATCH = "vgg_small", 32
+# OMPI_MCA_mpi_yield_when_idle of the modes beside a background where ranks yield (--yield-beside-background):
+# "1" as alone, or "0" as docs/multiplexing.md advises (a yield inside MPI hands the core to the background).
+YIELD_BESIDE_BACKGROUND = "1"
 
 
 def log(text):
@@ -83,11 +89,12 @@ def write_jobs(tmp, model, batch, steps):
     return fg, bg
 
 
-def launch(point, cmd):
-    """The command under the point's network: plain mpirun over shared memory, or the shaped testbed."""
+def launch(point, cmd, yield_when_idle="1"):
+    """The command under the point's network: plain mpirun over shared memory, or the shaped testbed.
+    Oversubscribed or shaped, Open MPI's ranks yield while they poll unless `yield_when_idle` is "0"."""
     env = dict(ENV)
     if point["ranks"] > 2 or point["gbit"] != "none":  # see scripts/shaped-net.sh: spinning ranks starve the links
-        env["OMPI_MCA_mpi_yield_when_idle"] = "1"
+        env["OMPI_MCA_mpi_yield_when_idle"] = yield_when_idle
     mpirun = ["mpirun", "-np", str(point["ranks"]), "--oversubscribe"]
     if point["gbit"] == "none":
         return run(mpirun + cmd, env)
@@ -103,7 +110,7 @@ def train(build, tmp, point, mode):
         cmd += ["--plan", "auto"]
     if not mode.endswith("_bg"):
         cmd += ["--set", "background.job=none"]
-    launch(point, cmd)
+    launch(point, cmd, YIELD_BESIDE_BACKGROUND if mode.endswith("_bg") else "1")
     m = json.load(open(metrics))
     if mode == "burst":
         shutil.copy(os.path.join(tmp, f"{mode}.plan.json"), point["plan"])
@@ -202,13 +209,18 @@ def pct(a, b):
 
 
 def report(results, args):
+    yield_off = args.yield_beside_background == "0"
+    yield_flag = " --yield-beside-background 0" if yield_off else ""
+    yield_note = (" Shaped, the two modes beside the background run with OMPI_MCA_mpi_yield_when_idle=0 (as "
+                  "docs/multiplexing.md advises: a yield inside MPI hands the core to the background), the alone "
+                  "modes with scripts/shaped-net.sh's default of 1." if yield_off else "")
     lines = ["# Burst plans and multiplexing on a shaped network", "",
              f"Commit {args.commit}. Command: `python3 perf/shaped_study.py --rounds {args.rounds} --gbits {args.gbits} --ranks {args.ranks} "
-             f"--models {args.models}`. Medians of {args.rounds} rounds; each round runs the four modes side by side, "
+             f"--models {args.models}{yield_flag}`. Medians of {args.rounds} rounds; each round runs the four modes side by side, "
              "in alternating order. `none`: plain mpirun over shared memory; a number: scripts/shaped-net.sh, one rank "
              "per emulated node, that many Gbit/s per rank each way. More than 2 ranks share this machine's 2 cores "
              "(oversubscribed, waits yield). Background: small-VGG at batch 32 per rank, `sync = none` (a replica per "
-             "rank, no network). Cluster = fg shared / dp alone + bg shared / bg alone.", "",
+             "rank, no network). Cluster = fg shared / dp alone + bg shared / bg alone." + yield_note, "",
              "| model | batch | ranks | Gbit/s | dp samples/s | dp waiting | burst / dp | layers on fewer | "
              "burst+bg: slowdown, bg share, **cluster vs dp** (vs burst alone) | "
              "dp+bg: slowdown, bg share, **cluster vs dp** |",
@@ -294,12 +306,17 @@ def main():
     ap.add_argument("--models", default="vgg16_cifar,vgg_small,lenet5")
     ap.add_argument("--batches", default="", help="global batches for every model (default: two per model)")
     ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "shaped_study"))
+    ap.add_argument("--yield-beside-background", choices=("0", "1"), default="1",
+                    help="OMPI_MCA_mpi_yield_when_idle of burst_bg and dp_bg where ranks yield (alone modes: 1)")
     ap.add_argument("--from-json", help="only write the report and plot again from a study's JSON")
     args = ap.parse_args()
+    global YIELD_BESIDE_BACKGROUND
+    YIELD_BESIDE_BACKGROUND = args.yield_beside_background
     if args.from_json:
         saved = json.load(open(args.from_json))
         args.commit, args.rounds = saved["commit"], saved["rounds"]
         args.gbits, args.ranks, args.models = saved["gbits"], saved["ranks"], saved["models"]
+        args.yield_beside_background = saved.get("yield_beside_background", "1")
         write_outputs(saved["results"], args)
         return
     args.commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -329,7 +346,7 @@ def main():
                     json.dump({"results": results}, open(partial, "w"), indent=1)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     json.dump({"commit": args.commit, "rounds": args.rounds, "gbits": args.gbits, "ranks": args.ranks,
-               "models": args.models, "results": results, "seconds": time.time() - start},
+               "models": args.models, "yield_beside_background": args.yield_beside_background, "results": results, "seconds": time.time() - start},
               open(args.out + ".json", "w"), indent=1)
     os.remove(partial)
     write_outputs(results, args)

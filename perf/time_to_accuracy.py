@@ -24,6 +24,11 @@ and shadow average at batch 16; ssgd at 32 and 512 over the learning rate;
 sma and shadow's other rules at one setting. The report marks a best setting
 whose value lies on its grid's edge.
 
+--slow-link-grid runs a grid for a link so slow that synchronous SGD at
+global batch 128 waits on it most of its step: ssgd at larger batches (512
+tuned in learning rate and schedule length; 128, 256 and 1024 beside it) and
+local-sgd with its averaging period tuned; shadow and sma as --tuned-grid.
+
 --repeats N runs every setting N times (job seeds 1..N, so data order,
 initial weights and dropout differ) and reports the median training time and
 its spread (slowest and fastest run); a setting counts as reaching the target
@@ -33,7 +38,7 @@ G Gbit/s (as root), and each run reports where the ranks' time went
 (computing; waiting on transfers, gradient sums or other ranks).
 
 Usage: perf/time_to_accuracy.py [--build build] [--out perf/results/time_to_accuracy] [--plot-best]
-                                [--small-grid | --tuned-grid] [--repeats N] [--gbit G]
+                                [--small-grid | --tuned-grid | --slow-link-grid] [--repeats N] [--gbit G]
 """
 import argparse
 import json
@@ -136,6 +141,22 @@ SCHEDULE_GRID.update({
     "sma, batch 16 per learner, auto-tuned learners": [learners("sma", 16, 0.02, 5, **{"sync.alpha": 0.1})]})
 SCHEDULE_GRID.update({f"shadow {rule}, batch 16": [learners("shadow", 16, 0.02, 5, **{"sync.shadow_rule": rule})]
                       for rule in ("elastic", "block-momentum")})
+# --slow-link-grid (a link slow enough that ssgd at global batch 128 waits most of its step): ssgd moves to larger
+# batches, which hide the gradient sum behind a longer backward pass, so global batch 512 gets the learning rate and
+# schedule length tuned, with 256 and 1024 over the learning rate; local-sgd tunes how often it averages (every 8
+# steps waits on the link most of the time) with the learning rate; shadow average as in --tuned-grid.
+SLOW_LINK_GRID = {"ssgd, global batch 512": [ssgd(512, round(0.16 * f, 4), e) for f in (0.5, 1, 2) for e in (4, 8, 12)]}
+SLOW_LINK_GRID.update({"ssgd, global batch 128": [ssgd(128, 0.02, 8)],
+                       "ssgd, global batch 256": [ssgd(256, round(0.08 * f, 4), 8) for f in (0.5, 1, 2)],
+                       "ssgd, global batch 1024": [ssgd(1024, round(0.2263 * f, 4), 12) for f in (0.5, 1, 2)]})
+SLOW_LINK_GRID.update({
+    "local-sgd, batch 16": [learners("local-sgd", 16, lr, 5, **{"sync.local_steps": k})
+                            for k in (8, 32, 128) for lr in (0.01, 0.02, 0.04)],
+    "shadow average, batch 16": [learners("shadow", 16, lr, e, **{"sync.shadow_rule": "average"})
+                                 for lr in (0.005, 0.01, 0.02) for e in (3, 5, 8)],
+    "sma, batch 16 per learner, auto-tuned learners": [learners("sma", 16, 0.02, 8, **{"sync.alpha": 0.1})]})
+SLOW_LINK_GRID.update({f"shadow {rule}, batch 16": [learners("shadow", 16, 0.02, 5, **{"sync.shadow_rule": rule})]
+                       for rule in ("elastic", "block-momentum")})
 
 
 GBIT = "none"  # --gbit
@@ -177,6 +198,8 @@ def main():
     ap.add_argument("--small-grid", action="store_true", help="one learning rate per setting, fewer batches")
     ap.add_argument("--tuned-grid", action="store_true",
                     help="three ssgd batches and the learners at batch 16, schedule length tuned for each")
+    ap.add_argument("--slow-link-grid", action="store_true",
+                    help="ssgd at 512 tuned with 128, 256 and 1024 beside it, local-sgd's averaging period tuned")
     ap.add_argument("--repeats", type=int, default=1, help="runs per setting (job seeds 1..N)")
     ap.add_argument("--gbit", default="none", help="links shaped to this many Gbit/s per rank (as root)")
     ap.add_argument("--only", nargs="+", metavar="PREFIX",
@@ -185,6 +208,7 @@ def main():
     args = ap.parse_args()
     MODEL, TARGET, GBIT = args.model, args.target, args.gbit
     FLAGS[:] = ((["--small-grid"] if args.small_grid else []) + (["--tuned-grid"] if args.tuned_grid else []) +
+                (["--slow-link-grid"] if args.slow_link_grid else []) +
                 ([f"--repeats {args.repeats}"] if args.repeats > 1 else []) +
                 ([f"--gbit {args.gbit}"] if args.gbit != "none" else []) +
                 ([f"--only {' '.join(repr(o) for o in args.only)}"] if args.only else []))
@@ -193,7 +217,8 @@ def main():
         plot_best(args, tmp)
         return
     results = {}
-    chosen = SMALL_GRID if args.small_grid else SCHEDULE_GRID if args.tuned_grid else GRID
+    chosen = (SMALL_GRID if args.small_grid else SCHEDULE_GRID if args.tuned_grid else
+              SLOW_LINK_GRID if args.slow_link_grid else GRID)
     for label, grid in chosen.items():
         if args.only and not any(label.startswith(prefix) for prefix in args.only):
             continue
@@ -264,6 +289,8 @@ def table(best):
             continue
         s = r["settings"]
         setting = f"lr {s['optimizer.lr']}, {s['train.epochs']}-epoch cosine"
+        if "sync.local_steps" in s:
+            setting += f", average every {s['sync.local_steps']}"
         if r.get("edges"):
             setting += f" (edge: {', '.join(r['edges'])})"
         vs = lambda base: f"{base['time_to_target_seconds'] / r['time_to_target_seconds']:.2f}x" if base else "n/a"
@@ -284,8 +311,8 @@ def grid_edges(settings, grid):
     """The tuned keys (learning rate, schedule length) whose best value sits on the edge of its grid, where a
     better value may lie outside it; a key the grid does not vary is not tuned and never an edge."""
     edges = []
-    for key, name in (("optimizer.lr", "lr"), ("train.epochs", "epochs")):
-        values = sorted({g[key] for g in grid})
+    for key, name in (("optimizer.lr", "lr"), ("train.epochs", "epochs"), ("sync.local_steps", "averaging period")):
+        values = sorted({g[key] for g in grid if key in g})
         if len(values) > 1 and settings[key] in (values[0], values[-1]):
             edges.append(f"{name} {'lowest' if settings[key] == values[0] else 'highest'}")
     return edges
