@@ -22,9 +22,16 @@ profile's device kind (include/burstpool/packing.hpp):
     every idle moment and all the capacity small kernels leave unused at no cost
     to the foreground (both efficiencies 1, slowdown 1): an UPPER BOUND, labelled so.
 
+The CPU-cluster variant takes what was measured on this machine instead:
+--profile-dir DIR reads each model's layer profile from DIR/MODEL.json,
+measuring it there first if missing (1 thread, per-rank batches 1 to 32),
+and --network NET.json a network profile (`burstpool profile --network`),
+for instance one measured on links shaped by scripts/shaped-net.sh:
+  scripts/shaped-net.sh --gbit 1 -- mpirun -np 2 build/burstpool profile --network --out NET.json
+
 Usage: perf/cluster_study.py [--build build] [--models vgg16,resnet20,inception]
           [--ranks 8,16,...,1024] [--batches 32,128,256] [--bandwidth 25] [--latency 5]
-          [--out perf/results/cluster_study]
+          [--profile-dir DIR] [--network NET.json] [--out perf/results/cluster_study]
 """
 import argparse
 import json
@@ -45,7 +52,39 @@ COLUMNS = ("model", "device", "packing", "ranks", "global_batch", "mode", "amp_l
 
 
 def run(cmd):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return subprocess.run(cmd, check=True, capture_output=True, text=True,
+                          env=dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                                   OPENBLAS_CORETYPE=os.environ.get("OPENBLAS_CORETYPE", "Haswell")))
+
+
+def profile_of(args, model):
+    """The model's layer profile: the shipped one, or DIR/MODEL.json from --profile-dir (measured if missing)."""
+    if not args.profile_dir:
+        return os.path.join(ROOT, PROFILES[model])
+    path = os.path.join(args.profile_dir, f"{model}.json")
+    if not os.path.exists(path):
+        os.makedirs(args.profile_dir, exist_ok=True)
+        print(f"measuring the layer profile of {model} into {path}", flush=True)
+        run([args.burstpool, "profile", f"{ROOT}/jobs/models/{model}.ini", "--batches", "1,2,4,8,16,32",
+             "--warmup", "1", "--repeats", "5", "--out", path])
+    return path
+
+
+def network_flags(args):
+    """The plan's and simulator's network: a measured profile, or the stated bandwidth and latency."""
+    if args.network:
+        return ["--network", args.network]
+    return ["--bandwidth", str(args.bandwidth), "--latency", str(args.latency)]
+
+
+def network_text(args):
+    if not args.network:
+        return f"{args.bandwidth:g} GB/s and {args.latency:g} us for point-to-point and allreduce links"
+    net = json.load(open(args.network))
+    fit = lambda link: (f"{8e-9 * net[link]['bandwidth_bytes_per_s']:.2f} Gbit/s and "
+                        f"{1e6 * net[link]['latency_s']:.0f} us")
+    return (f"the measured network profile {os.path.basename(args.network)}: point-to-point {fit('p2p')}, "
+            f"allreduce {fit('allreduce')}")
 
 
 def gpu_bound_packing(tmp):
@@ -66,7 +105,7 @@ def background_job(tmp, model):
 
 def point(args, tmp, model, profile, packing, ranks, batch):
     """Rows of every mode at one (model, ranks, global batch), and the commands that made them."""
-    mfile, net = f"{ROOT}/jobs/models/{model}.ini", ["--bandwidth", str(args.bandwidth), "--latency", str(args.latency)]
+    mfile, net = f"{ROOT}/jobs/models/{model}.ini", network_flags(args)
     bg = ["--background", background_job(tmp, model), "--background-profile", profile, "--background-independent",
           "--packing", packing]
     plans = {"dp": ([args.burstpool, "plan", "--data-parallel", mfile], None)}
@@ -155,6 +194,8 @@ def main():
     ap.add_argument("--batches", default="32,128,256")
     ap.add_argument("--bandwidth", type=float, default=25.0, help="GB/s between nodes, both links")
     ap.add_argument("--latency", type=float, default=5.0, help="microseconds")
+    ap.add_argument("--profile-dir", help="layer profiles DIR/MODEL.json, measured there if missing")
+    ap.add_argument("--network", help="a network profile (burstpool profile --network) instead of the two above")
     ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "cluster_study"))
     ap.add_argument("--no-png", action="store_true")
     args = ap.parse_args()
@@ -166,7 +207,7 @@ def main():
     bound = gpu_bound_packing(tmp)
     rows, commands = [], {}
     for model in models:
-        profile = os.path.join(ROOT, PROFILES[model])
+        profile = profile_of(args, model)
         device = json.load(open(profile))["device"]
         packing = os.path.join(ROOT, CPU_PACKING) if device == "cpu" else bound
         for batch in batches:
@@ -176,18 +217,27 @@ def main():
                 commands[f"{model} B={batch} N={n}"] = c
                 print(f"{model} batch {batch} ranks {n}: " + ", ".join(
                     f"{x['mode']} {x['cluster_throughput_vs_dp']:.2f}" for x in r), flush=True)
-    network = f"{args.bandwidth:g} GB/s and {args.latency:g} us for point-to-point and allreduce links"
+    network = network_text(args)
+    profiles = {m: os.path.relpath(profile_of(args, m), ROOT) if not args.profile_dir else
+                f"{os.path.basename(profile_of(args, m))} (measured on this machine, 1 thread)" for m in models}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     json.dump({"simulated": True, "network": network, "background": f"the foreground's model, a replica per rank at "
                f"batch {BACKGROUND_BATCH}", "columns": COLUMNS, "rows": rows, "commands": commands},
               open(args.out + ".json", "w"), indent=1)
     best = best_modes(rows)
+    shown = lambda path: os.path.relpath(path, ROOT) if os.path.abspath(path).startswith(ROOT) else os.path.basename(path)
+    variant = "".join([f" --models {args.models} --profile-dir {shown(args.profile_dir)}" if args.profile_dir else "",
+                       f" --network {shown(args.network)}" if args.network else ""])
     lines = ["# Cluster throughput against data parallelism, SIMULATED", "",
-             f"Command: `python3 perf/cluster_study.py` (models {', '.join(models)}; ranks {args.ranks}; global "
+             f"Command: `python3 perf/cluster_study.py{variant}` (models {', '.join(models)}; ranks {args.ranks}; global "
              f"batches {args.batches}). Network model: {network}. Every figure is predicted by `burstpool plan` and "
              "`burstpool simulate --background` from measured layer profiles; none is a measured run. The exact "
              "commands of every point are in the JSON beside this file.", "",
-             "Profiles: " + "; ".join(f"{m}: {PROFILES[m]}" for m in models) + ".", "",
+             "Profiles: " + "; ".join(f"{m}: {profiles[m]}" for m in models) + ".", "",
+             "Checked so far: the simulator's step times against measured runs on 2 ranks (and 4 sharing 2 cores), "
+             "over shared memory and on links shaped to 10, 3 and 1 Gbit/s per rank (perf/results/shaped_study.md, "
+             "with the errors per point); nothing above 4 ranks, and the background's predicted samples/s there were "
+             "far off (the CPU packing model), so the '+bg' figures are the least trustworthy.", "",
              f"Background: the foreground's model, a replica per rank at batch {BACKGROUND_BATCH}, no network. "
              f"Packing: CPU profiles use the model fitted to measured 2-rank runs ({CPU_PACKING}); the GPU profile "
              "has no measured packing yet, so its '+bg' figures give the background every idle moment and all the "

@@ -40,6 +40,30 @@ for name, ok in checks.items():
 sys.exit(0 if all(checks.values()) else 1)
 PY
 
+# The CPU-cluster variant: profiles from a folder and a measured network profile (here one written by
+# hand: 1 Gbit/s and 100 us both ways, so 8 ranks' gradient sums are slower than the 25 GB/s default's).
+mkdir -p "$work/profiles"
+cp "$src/jobs/profiles/resnet20.cpu.json" "$work/profiles/resnet20.json"
+cat >"$work/net.json" <<'JSON'
+{"format": "burstpool-network", "ranks": 2, "p2p": {"latency_s": 1e-4, "bandwidth_bytes_per_s": 1.25e8},
+ "allreduce": {"latency_s": 1e-4, "bandwidth_bytes_per_s": 1.25e8}, "largest_bytes": 1048576, "seconds": 1, "samples": []}
+JSON
+"$py" "$src/perf/cluster_study.py" --build "$(dirname "$bin")" --models resnet20 --ranks 8 --batches 32 --no-png \
+  --profile-dir "$work/profiles" --network "$work/net.json" --out "$work/slow" >"$work/slow.log" 2>&1 ||
+  fail "cluster_study.py --network: exit $?: $(tail -3 "$work/slow.log")"
+python3 - "$work/study.json" "$work/slow.json" "$work/slow.md" <<'PY' || fail "the variant's network is not the one given"
+import json, sys
+fast, slow = (json.load(open(f))["rows"] for f in sys.argv[1:3])
+md = open(sys.argv[3]).read()
+dp = lambda rows: next(r["iteration_ms"] for r in rows if r["mode"] == "dp" and r["ranks"] == 8)
+checks = {"the measured profile is named": "net.json: point-to-point 1.00 Gbit/s and 100 us" in md,
+          "the command shows the variant": "--profile-dir" in md and "--network net.json" in md,
+          "a slower network makes data parallel slower": dp(slow) > dp(fast)}
+for name, ok in checks.items():
+    print(("ok   " if ok else "FAIL ") + name)
+sys.exit(0 if all(checks.values()) else 1)
+PY
+
 # fit-packing refuses a sample without a number, naming the file and the key.
 echo '{"samples": [{"label": "x", "idle_share": 0.5, "slack_share": 0, "background_share": "a lot", "foreground_slowdown": 1}]}' \
   >"$work/bad.json"
