@@ -145,13 +145,13 @@ SCHEDULE_GRID.update({f"shadow {rule}, batch 16": [learners("shadow", 16, 0.02, 
 # batches, which hide the gradient sum behind a longer backward pass, so global batch 512 gets the learning rate and
 # schedule length tuned, with 256 and 1024 over the learning rate; local-sgd tunes how often it averages (every 8
 # steps waits on the link most of the time) with the learning rate; shadow average as in --tuned-grid.
-SLOW_LINK_GRID = {"ssgd, global batch 512": [ssgd(512, round(0.16 * f, 4), e) for f in (0.5, 1, 2) for e in (4, 8, 12)]}
+SLOW_LINK_GRID = {"ssgd, global batch 512": [ssgd(512, round(0.16 * f, 4), e) for f in (0.5, 1, 2) for e in (3, 4, 8, 12)]}
 SLOW_LINK_GRID.update({"ssgd, global batch 128": [ssgd(128, 0.02, 8)],
                        "ssgd, global batch 256": [ssgd(256, round(0.08 * f, 4), 8) for f in (0.5, 1, 2)],
                        "ssgd, global batch 1024": [ssgd(1024, round(0.2263 * f, 4), 12) for f in (0.5, 1, 2)]})
 SLOW_LINK_GRID.update({
     "local-sgd, batch 16": [learners("local-sgd", 16, lr, 5, **{"sync.local_steps": k})
-                            for k in (8, 32, 128) for lr in (0.01, 0.02, 0.04)],
+                            for k in (8, 32, 128, 512) for lr in (0.005, 0.01, 0.02, 0.04)],
     "shadow average, batch 16": [learners("shadow", 16, lr, e, **{"sync.shadow_rule": "average"})
                                  for lr in (0.005, 0.01, 0.02) for e in (3, 5, 8)],
     "sma, batch 16 per learner, auto-tuned learners": [learners("sma", 16, 0.02, 8, **{"sync.alpha": 0.1})]})
@@ -174,10 +174,18 @@ def run(build, tmp, settings, log):
     cmd = [f"{build}/burstpool", "train", job, "--metrics", metrics, "--set", f"output.log={log}"]
     for k, v in settings.items():
         cmd += ["--set", f"{k}={v}"]
-    if GBIT == "none":
-        subprocess.run(["mpirun", "-np", "2"] + cmd, env=ENV, check=True, capture_output=True, text=True)
-    else:
-        shaped_study.launch({"ranks": RANKS, "gbit": GBIT}, cmd)
+    try:
+        if GBIT == "none":
+            shaped_study.run(["mpirun", "-np", "2"] + cmd, ENV)
+        else:
+            shaped_study.launch({"ranks": RANKS, "gbit": GBIT}, cmd)
+    except RuntimeError as failed:
+        if "non-finite" not in str(failed):
+            raise
+        # Diverged (too high a learning rate): a run of the grid that never reaches the target.
+        return {"settings": settings, "log": log, "diverged": True, "time_to_target_seconds": None, "shares": None,
+                "wall_to_target_seconds": None, "epochs_to_target": None, "best_accuracy": None, "epochs_run": None,
+                "samples_per_second": None, "learners_per_rank": None, "learner_tuning": []}
     m = json.load(open(metrics))
     shares = shaped_study.time_shares(m) if m.get("per_rank") else None
     return {"settings": settings, "log": log, "time_to_target_seconds": m["time_to_target_seconds"], "shares": shares,
@@ -202,6 +210,7 @@ def main():
                     help="ssgd at 512 tuned with 128, 256 and 1024 beside it, local-sgd's averaging period tuned")
     ap.add_argument("--repeats", type=int, default=1, help="runs per setting (job seeds 1..N)")
     ap.add_argument("--gbit", default="none", help="links shaped to this many Gbit/s per rank (as root)")
+    ap.add_argument("--resume", action="store_true", help="reuse the runs kept in <out>.partial.json")
     ap.add_argument("--only", nargs="+", metavar="PREFIX",
                     help="run only the grid's strategies whose labels start with one of these (e.g. shadow "
                          "'ssgd, global batch 32'), to remeasure part of the table side by side")
@@ -219,6 +228,10 @@ def main():
     results = {}
     chosen = (SMALL_GRID if args.small_grid else SCHEDULE_GRID if args.tuned_grid else
               SLOW_LINK_GRID if args.slow_link_grid else GRID)
+    # Every finished run is kept in <out>.partial.json at once; --resume takes those runs back (their
+    # logs stay where that study wrote them), so that a study stopped half way loses nothing.
+    partial = args.out + ".partial.json"
+    done = json.load(open(partial)) if args.resume and os.path.exists(partial) else {}
     for label, grid in chosen.items():
         if args.only and not any(label.startswith(prefix) for prefix in args.only):
             continue
@@ -226,10 +239,13 @@ def main():
         for number, settings in enumerate(grid):
             repeats = []
             for seed in range(1, args.repeats + 1):
-                r = run(args.build, tmp, {**settings, "job.seed": seed},
-                        os.path.join(tmp, f"{len(results)}-{number}-{seed}.jsonl"))
-                repeats.append(r)
-                print(label, json.dumps(r), flush=True)
+                key = label + json.dumps({**settings, "job.seed": seed}, sort_keys=True)
+                if key not in done:
+                    done[key] = run(args.build, tmp, {**settings, "job.seed": seed},
+                                    os.path.join(tmp, f"{len(results)}-{number}-{seed}.jsonl"))
+                    json.dump(done, open(partial, "w"))
+                repeats.append(done[key])
+                print(label, json.dumps(done[key]), flush=True)
             results[label].append(summarise_repeats(repeats))
     best = {label: best_of(runs) for label, runs in results.items()}
     for label, r in best.items():
@@ -239,13 +255,13 @@ def main():
     text = "\n".join(lines) + "\n"
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     open(args.out + ".md", "w").write(text)
-    for runs in results.values():
-        for r in runs:
-            r["log"] = os.path.basename(r["log"])
-    json.dump({"model": MODEL, "target": TARGET, "runs": results}, open(args.out + ".json", "w"), indent=1)
+    # The JSON names each run's log by its file name alone; the plot below still reads them where they are.
+    saved = {label: [dict(r, log=os.path.basename(r["log"])) for r in runs] for label, runs in results.items()}
+    json.dump({"model": MODEL, "target": TARGET, "runs": saved}, open(args.out + ".json", "w"), indent=1)
     print(text)
     plot(families(best), tmp, args.out + ".png")
     shutil.rmtree(tmp)
+    os.remove(partial)
 
 
 def families(best):
