@@ -103,6 +103,15 @@ def background_job(tmp, model):
     return path
 
 
+def shown_path(args, text):
+    """A command word as the JSON keeps it: no machine's paths (the profile folder and network file by name)."""
+    if args.profile_dir:
+        text = text.replace(os.path.abspath(args.profile_dir), "$PROFILE_DIR").replace(args.profile_dir, "$PROFILE_DIR")
+    if args.network:
+        text = text.replace(os.path.abspath(args.network), "$NETWORK").replace(args.network, "$NETWORK")
+    return text.replace(ROOT + "/", "")
+
+
 def point(args, tmp, model, profile, packing, ranks, batch):
     """Rows of every mode at one (model, ranks, global batch), and the commands that made them."""
     mfile, net = f"{ROOT}/jobs/models/{model}.ini", network_flags(args)
@@ -119,7 +128,7 @@ def point(args, tmp, model, profile, packing, ranks, batch):
                 [args.burstpool, "simulate", plan, "--model", mfile, "--profile", profile, *net, *bg, "--out", sim]]
         for c in cmds:
             run(c)
-        commands.append(" ".join(x.replace(args.burstpool, "build/burstpool").replace(tmp, "$TMP").replace(ROOT + "/", "")
+        commands.append(" ".join(shown_path(args, x.replace(args.burstpool, "build/burstpool").replace(tmp, "$TMP"))
                                  for x in cmds[0] + ["&&"] + cmds[1]))
         s = json.load(open(sim))
         b = s["background"]
