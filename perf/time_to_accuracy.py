@@ -231,6 +231,7 @@ def main():
     # Every finished run is kept in <out>.partial.json at once; --resume takes those runs back (their
     # logs stay where that study wrote them), so that a study stopped half way loses nothing.
     partial = args.out + ".partial.json"
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     done = json.load(open(partial)) if args.resume and os.path.exists(partial) else {}
     for label, grid in chosen.items():
         if args.only and not any(label.startswith(prefix) for prefix in args.only):
