@@ -215,8 +215,9 @@ def main():
     tmp = tempfile.mkdtemp()
     bound = gpu_bound_packing(tmp)
     rows, commands = [], {}
+    profiles = {model: profile_of(args, model) for model in models}  # measured once, where --profile-dir lacks one
     for model in models:
-        profile = profile_of(args, model)
+        profile = profiles[model]
         device = json.load(open(profile))["device"]
         packing = os.path.join(ROOT, CPU_PACKING) if device == "cpu" else bound
         for batch in batches:
@@ -227,8 +228,8 @@ def main():
                 print(f"{model} batch {batch} ranks {n}: " + ", ".join(
                     f"{x['mode']} {x['cluster_throughput_vs_dp']:.2f}" for x in r), flush=True)
     network = network_text(args)
-    profiles = {m: os.path.relpath(profile_of(args, m), ROOT) if not args.profile_dir else
-                f"{os.path.basename(profile_of(args, m))} (measured on this machine, 1 thread)" for m in models}
+    described = {m: os.path.relpath(path, ROOT) if not args.profile_dir else
+                 f"{os.path.basename(path)} (measured on this machine, 1 thread)" for m, path in profiles.items()}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     json.dump({"simulated": True, "network": network, "background": f"the foreground's model, a replica per rank at "
                f"batch {BACKGROUND_BATCH}", "columns": COLUMNS, "rows": rows, "commands": commands},
@@ -242,7 +243,7 @@ def main():
              f"batches {args.batches}). Network model: {network}. Every figure is predicted by `burstpool plan` and "
              "`burstpool simulate --background` from measured layer profiles; none is a measured run. The exact "
              "commands of every point are in the JSON beside this file.", "",
-             "Profiles: " + "; ".join(f"{m}: {profiles[m]}" for m in models) + ".", "",
+             "Profiles: " + "; ".join(f"{m}: {described[m]}" for m in models) + ".", "",
              "Checked so far: the simulator's step times against measured runs on 2 ranks (and 4 sharing 2 cores), "
              "over shared memory and on links shaped to 10, 3 and 1 Gbit/s per rank (perf/results/shaped_study.md, "
              "with the errors per point); nothing above 4 ranks, and the background's predicted samples/s there were "

@@ -254,7 +254,6 @@ def main():
             r["edges"] = grid_edges(r["settings"], chosen[label])
     lines = table(best)
     text = "\n".join(lines) + "\n"
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
     open(args.out + ".md", "w").write(text)
     # The JSON names each run's log by its file name alone; the plot below still reads them where they are.
     saved = {label: [dict(r, log=os.path.basename(r["log"])) for r in runs] for label, runs in results.items()}
