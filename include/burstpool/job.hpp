@@ -50,6 +50,7 @@ struct SyncConfig {
   float alpha = 0.1f, average_momentum = 0.9f;
   std::string sma_average = "device";  // device | host: where a device learner's copy of z lives
   int local_steps = 8;
+  int agreement_lag = 32;  // iterations before an iteration's agreement is awaited (RunSteps::agreement_lag)
   double shadow_pause_ms = 0;
   std::string shadow_rule = "average";  // average | elastic | block-momentum
   float shadow_alpha = 0.5f, shadow_block_momentum = 0.5f, shadow_block_lr = 1.0f;

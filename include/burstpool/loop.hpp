@@ -10,8 +10,9 @@
 //   starts (one small non-blocking reduction over the run's communicator:
 //   stop wishes, non-finite losses, rank 0's checkpoint clock, the loss sum)
 //   -> the step's middle part, which the reduction overlaps -> the agreement
-//   is awaited; a non-finite loss anywhere ends the run on every rank with
-//   the same error -> the step's last part (told the agreement) ->
+//   started agreement_lag() steps before is awaited (this step's own when
+//   the lag is 0); a non-finite loss there ends the run on every rank with
+//   the same error -> the step's last part (told that agreement) ->
 //   checkpoint when due, but not after the last step or a stop (the run's
 //   final checkpoint follows) -> a progress line every [train] log_every
 //   steps, at the last one and at a stop -> on a stop, the end ->
@@ -86,7 +87,7 @@ struct Diverged : Error {
 // A progress line's figures over the steps since the last one, as the loop
 // measured them.
 struct WindowFigures {
-  double loss = 0;                // the mean step loss (Agreement::loss_sum)
+  double loss = 0;                // the mean step loss (Agreement::loss_sum) over the agreements in
   double samples_per_second = 0;  // over the steps' own time (no evaluations or checkpoints)
   int64_t steps = 0;
 };
@@ -125,6 +126,15 @@ class RunSteps {
   // This rank's stop wish for the agreement: by default the stop signal this
   // process received (stop.hpp).
   virtual int stop_wish() const;
+  // Steps between an agreement's start and the step that waits for it: 0,
+  // the step waits for its own. A lag of L lets a step's reduction take L
+  // more steps (a run whose ranks never otherwise wait for each other then
+  // does not wait for the link at every step: a small message can queue
+  // behind a background thread's large ones) at the cost of acting on a
+  // stop, a non-finite loss or rank 0's checkpoint clock L steps late, on
+  // every rank at the same step. The loop waits for the ones in flight
+  // before it returns. The same on every rank.
+  virtual int agreement_lag() const { return 0; }
 
   virtual void checkpoint() = 0;  // collective
   // A progress line for the steps since the last one (`window`); returns

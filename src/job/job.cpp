@@ -292,6 +292,7 @@ void read_sync(const Values& v, JobConfig& c) {
   c.sync.average_momentum = v.number("sync", "average_momentum");
   c.sync.sma_average = v.choice("sync", "sma_average", {"device", "host"});
   c.sync.local_steps = static_cast<int>(v.integer("sync", "local_steps"));
+  c.sync.agreement_lag = static_cast<int>(v.integer("sync", "agreement_lag"));
   c.sync.shadow_pause_ms = v.number("sync", "shadow_pause_ms");
   c.sync.shadow_rule = v.choice("sync", "shadow_rule", {"average", "elastic", "block-momentum"});
   c.sync.shadow_alpha = v.number("sync", "shadow_alpha");

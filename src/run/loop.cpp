@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "comm/wait.hpp"
 #include "burstpool/job.hpp"
@@ -59,26 +62,63 @@ bool checkpoint_due(const RunSteps& run, const Agreement& agreed) {
   return agreed.checkpoint_late || (job.checkpoint_every > 0 && run.steps_done() % job.checkpoint_every == 0);
 }
 
-// One step and its agreement, recorded in `record` (if any) and, over the
-// same time points, in the trace's step events (when it records).
-Agreement agreed_step(RunSteps& run, StepAgreement& agreement, Clock::time_point last_checkpoint,
+// The agreements in flight, oldest first: a ring of lag + 1, so a step can
+// start its own before it waits for the one started lag steps earlier.
+class AgreementQueue {
+ public:
+  AgreementQueue(MPI_Comm comm, int lag) : steps_(static_cast<size_t>(lag) + 1) {
+    for (size_t i = 0; i < steps_.size(); ++i) slots_.push_back(std::make_unique<StepAgreement>(comm));
+  }
+  void start(int64_t step, int stop_wish, double loss, bool late) {
+    const size_t i = (head_ + count_++) % slots_.size();
+    steps_[i] = step;
+    slots_[i]->start(stop_wish, loss, late);
+  }
+  // Waits for the oldest once every slot is in flight (`all`: whenever one
+  // is); nothing when none is due.
+  std::optional<std::pair<int64_t, Agreement>> due(bool all = false) {
+    if (count_ == 0 || (!all && count_ < slots_.size())) return std::nullopt;
+    const size_t i = head_;
+    head_ = (head_ + 1) % slots_.size(), --count_;
+    return std::pair{steps_[i], slots_[i]->finish()};
+  }
+
+ private:
+  std::vector<std::unique_ptr<StepAgreement>> slots_;
+  std::vector<int64_t> steps_;  // the step each slot's agreement started at
+  size_t head_ = 0, count_ = 0;
+};
+
+// An agreement come in: the run's error on a non-finite loss, else its loss
+// in the record.
+void take_in(const RunSteps& run, const std::pair<int64_t, Agreement>& in, RunRecord* record) {
+  const auto& [step, agreed] = in;
+  if (agreed.non_finite) throw_diverged(run, agreed.loss_sum, step, step == run.first_step());
+  if (record) record->loss(agreed.loss_sum);
+}
+
+// One step, its agreement started and the one due taken in (Agreement{}:
+// none is due yet), recorded in `record` (if any) and, over the same time
+// points, in the trace's step events (when it records).
+Agreement agreed_step(RunSteps& run, AgreementQueue& agreements, Clock::time_point last_checkpoint,
                       RunRecord* record) {
   const auto t0 = Clock::now();
   const int64_t step = run.steps_done();
   if (record) tracer().begin_step(step, t0);
   const double loss = run.step_begin();
-  agreement.start(run.stop_wish(), loss, checkpoint_late(run, last_checkpoint));
+  agreements.start(step, run.stop_wish(), loss, checkpoint_late(run, last_checkpoint));
   if (step == run.fail_step() && world().rank == run.fail_rank())
     throw Error(fmt::format("test failure injected at {} {} {}", run.what(), run.unit(), step));
   run.step_middle();
-  const Agreement agreed = agreement.finish();
-  if (agreed.non_finite) throw_diverged(run, agreed.loss_sum, step, step == run.first_step());
+  const auto in = agreements.due();
+  if (in) take_in(run, *in, record);
+  const Agreement agreed = in ? in->second : Agreement{};
   const auto t1 = Clock::now();
   const double seconds = std::chrono::duration<double>(t1 - t0).count();
   if (record) tracer().end_step(t1);
   const int64_t samples = run.step_samples();
   run.step_end(agreed, seconds);
-  if (record) record->step(seconds, agreed.loss_sum, samples);
+  if (record) record->step(seconds, samples);
   return agreed;
 }
 
@@ -124,14 +164,14 @@ double RunSteps::wall() const { return (result_ ? result_->earlier_wall_seconds 
 
 LoopEnd run_loop(RunSteps& run) {
   const JobConfig& job = run.job_config();
-  StepAgreement agreement(run.comm());
+  AgreementQueue agreements(run.comm(), run.agreement_lag());
   LoopEnd end;
   Clock::time_point last_checkpoint = Clock::now();
   if (run.first_step_ < 0) run.first_step_ = run.steps_done();
   if (run.result() && !run.record_) run.record_ = std::make_unique<RunRecord>(run);
   RunRecord* record = run.record_.get();
   while (!run.finished()) {
-    const Agreement agreed = agreed_step(run, agreement, last_checkpoint, record);
+    const Agreement agreed = agreed_step(run, agreements, last_checkpoint, record);
     const int64_t done = run.steps_done();
     const bool last = run.finished();
     if (!last && !agreed.stop && checkpoint_due(run, agreed)) {
@@ -148,6 +188,11 @@ LoopEnd run_loop(RunSteps& run) {
       break;
     }
   }
+  // The lagged agreements still in flight: their losses, a divergence. Waiting for them is
+  // the training's time, as it would have been in the steps without the lag.
+  const auto t0 = Clock::now();
+  while (const auto in = agreements.due(true)) take_in(run, *in, record);
+  if (record) record->waited(seconds_since(t0));
   if (record) record->finish(end);
   return end;
 }

@@ -16,20 +16,30 @@ RunRecord::RunRecord(RunSteps& run) : run_(run), r_(*run.result()) {
                    {{"job", run.job_config().name}, {"first_step", run.steps_done()}, {"ranks", ranks}});
 }
 
-void RunRecord::step(double seconds, double loss, int64_t samples) {
+void RunRecord::step(double seconds, int64_t samples) {
   r_.train_seconds += seconds;
   run_seconds_ += seconds;
   run_samples_ += samples;
-  window_loss_ += loss;
   window_seconds_ += seconds;
   ++window_steps_;
   window_samples_ += samples;
 }
 
+void RunRecord::waited(double seconds) {
+  r_.train_seconds += seconds;
+  run_seconds_ += seconds;
+  window_seconds_ += seconds;
+}
+
+void RunRecord::loss(double loss) {
+  window_loss_ += loss;
+  ++window_losses_;
+}
+
 WindowFigures RunRecord::window() const {
   WindowFigures w;
   w.steps = window_steps_;
-  w.loss = window_loss_ / static_cast<double>(std::max<int64_t>(1, window_steps_));
+  w.loss = window_loss_ / static_cast<double>(std::max<int64_t>(1, window_losses_));  // the losses agreed in the window
   w.samples_per_second = static_cast<double>(window_samples_) / std::max(1e-9, window_seconds_);
   return w;
 }
@@ -41,11 +51,11 @@ void RunRecord::progress() {
   std::fflush(stdout);
   run_log().progress(run_.wall(), at.step, at.epoch, w.loss, w.samples_per_second, at.lr);
   window_loss_ = window_seconds_ = 0;
-  window_steps_ = window_samples_ = 0;
+  window_steps_ = window_samples_ = window_losses_ = 0;
 }
 
 void RunRecord::finish(const LoopEnd& end) {
-  if (window_steps_ > 0) r_.final_loss = window().loss;  // ended at the target, between progress lines
+  if (window_losses_ > 0) r_.final_loss = window().loss;  // ended between progress lines, or lagged losses came in
   if (end.stop) r_.stopped_by = stop_signal_name(end.stop);
   r_.samples_per_second = static_cast<double>(run_samples_) / std::max(1e-9, run_seconds_);
   r_.achieved_gflops = 3.0 * r_.forward_gflop_per_sample * r_.samples_per_second;

@@ -12,9 +12,14 @@ class RunRecord {
  public:
   // Writes the run log's start record.
   explicit RunRecord(RunSteps& run);
-  // A step the ranks agreed on: its seconds, its loss (Agreement::loss_sum)
-  // and the samples it trained.
-  void step(double seconds, double loss, int64_t samples);
+  // A step taken: its seconds and the samples it trained.
+  void step(double seconds, int64_t samples);
+  // A step's loss (Agreement::loss_sum), once its agreement is in: with an
+  // agreement lag (RunSteps::agreement_lag), some steps after the step.
+  void loss(double loss);
+  // Training time outside the steps: the loop's wait, at its end, for the
+  // lagged agreements still in flight (the steps' waits without the lag).
+  void waited(double seconds);
   // The run's progress line over the steps since the last one, and its record.
   void progress();
   // The result's figures at the loop's end, and the end record.
@@ -26,7 +31,7 @@ class RunRecord {
   RunSteps& run_;
   TrainResult& r_;
   double window_loss_ = 0, window_seconds_ = 0;
-  int64_t window_steps_ = 0, window_samples_ = 0;
+  int64_t window_steps_ = 0, window_samples_ = 0, window_losses_ = 0;
   double run_seconds_ = 0;  // this run's, from its start or resume
   int64_t run_samples_ = 0;
 };

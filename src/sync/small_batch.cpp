@@ -145,6 +145,7 @@ class LearnerRun final : public RunSteps {
     return job_.steps > 0 ? iteration_ >= job_.steps : batches_ + per_iteration() > total_batches_;
   }
   int64_t steps_done() const override { return iteration_; }
+  int agreement_lag() const override { return sc_.agreement_lag; }
   // One iteration of every learner: their steps, then the strategy's
   // synchronisation (which the agreement overlaps), then the auto-tuner.
   double step_begin() override;
