@@ -41,6 +41,9 @@ struct RankTimes {
   double compute = 0, transfer = 0, allreduce = 0, idle = 0;  // seconds in training steps
   double peak_resident_bytes = 0;  // the rank's largest resident memory (peak_resident_bytes())
   double background_sync = 0;
+  // This rank's training seconds in this run (since a resume), which the
+  // parts above sum to; ranks differ by the waits that fall outside steps.
+  double train = 0;
 };
 
 struct TrainResult {

@@ -160,6 +160,15 @@ RunSteps::~RunSteps() = default;
 
 int RunSteps::stop_wish() const { return stop_signal(); }
 
+void RunSteps::meet_ranks() {
+  if (agreement_lag() == 0) return;
+  const auto t0 = Clock::now();
+  MPI_Request request = MPI_REQUEST_NULL;
+  BP_MPI_CHECK(MPI_Ibarrier(comm_, &request));
+  wait_all(1, &request);
+  if (record_) record_->waited(seconds_since(t0));
+}
+
 double RunSteps::wall() const { return (result_ ? result_->earlier_wall_seconds : 0.0) + seconds_since(start_); }
 
 LoopEnd run_loop(RunSteps& run) {

@@ -172,16 +172,17 @@ void restore_run_history(TrainResult& r, const std::string& history) {
 void gather_rank_times(TrainResult& r, RankTimes mine, double run_seconds) {
   mine.idle = std::max(0.0, run_seconds - mine.compute - mine.transfer - mine.allreduce);
   mine.peak_resident_bytes = static_cast<double>(peak_resident_bytes());
-  constexpr int kFields = 6;
-  const double fields[kFields] = {mine.compute, mine.transfer, mine.allreduce, mine.idle, mine.peak_resident_bytes,
-                                  mine.background_sync};
+  mine.train = run_seconds;
+  constexpr int kFields = 7;
+  const double fields[kFields] = {mine.compute,         mine.transfer,        mine.allreduce, mine.idle,
+                                  mine.peak_resident_bytes, mine.background_sync, mine.train};
   const int size = world().size;
   std::vector<double> all(static_cast<size_t>(kFields) * size);
   BP_MPI_CHECK(MPI_Gather(fields, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, 0, MPI_COMM_WORLD));
   r.per_rank.clear();
   for (int k = 0; k < size; ++k) {
     const double* f = &all[static_cast<size_t>(kFields) * k];
-    r.per_rank.push_back({f[0], f[1], f[2], f[3], f[4], f[5]});
+    r.per_rank.push_back({f[0], f[1], f[2], f[3], f[4], f[5], f[6]});
   }
 }
 
@@ -198,6 +199,7 @@ nlohmann::json per_rank_json(const TrainResult& r) {
                         {"allreduce_seconds", r.per_rank[k].allreduce},
                         {"idle_seconds", r.per_rank[k].idle},
                         {"background_sync_seconds", r.per_rank[k].background_sync},
+                        {"train_seconds", r.per_rank[k].train},
                         {"peak_resident_bytes", r.per_rank[k].peak_resident_bytes}});
   return per_rank;
 }

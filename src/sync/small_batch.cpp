@@ -156,7 +156,10 @@ class LearnerRun final : public RunSteps {
   }
   void step_end(const Agreement& agreed, double seconds) override;
   int64_t step_samples() const override { return per_iteration() * b_; }
-  void checkpoint() override { save_checkpoint(); }
+  void checkpoint() override {
+    meet_ranks();
+    save_checkpoint();
+  }
   ProgressPoint progress(const WindowFigures& window) override;
   bool evaluate(bool last) override { return evaluate_now(last); }
 
@@ -339,6 +342,7 @@ bool LearnerRun::evaluate_now(bool last) {
   const bool due = job_.eval_every > 0 ? iteration_ >= next_eval_ : batches_ >= next_eval_;
   if (!data_.has_test || !(due || last)) return false;
   next_eval_ += eval_step_;
+  meet_ranks();
   const auto e0 = Clock::now();
   EvalPoint p;
   {

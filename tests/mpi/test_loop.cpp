@@ -1,17 +1,21 @@
 // The run loop's agreement with a lag (RunSteps::agreement_lag): every rank
 // acts on a stop, a loss sum and a non-finite loss at the same step, exactly
 // `lag` steps after the step that started the agreement, and the loop takes
-// in the ones still in flight before it returns.
+// in the ones still in flight before it returns; a rank ahead waits for the
+// others as training, where the run meets its ranks (RunSteps::meet_ranks).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "burstpool/job.hpp"
 #include "burstpool/loop.hpp"
+#include "burstpool/trainer.hpp"
 
 namespace burstpool {
 namespace {
@@ -21,13 +25,15 @@ namespace {
 // told, and drops a stopped step's update as the background job does.
 class ToyRun final : public RunSteps {
  public:
-  ToyRun(const JobConfig& job, int lag, int64_t steps) : RunSteps(job, MPI_COMM_WORLD, nullptr), lag_(lag), steps_(steps) {
+  ToyRun(const JobConfig& job, int lag, int64_t steps, TrainResult* result = nullptr)
+      : RunSteps(job, MPI_COMM_WORLD, result), lag_(lag), steps_(steps) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
   }
   bool finished() const override { return done_ >= steps_; }
   int64_t steps_done() const override { return done_; }
   double step_begin() override {
+    if (done_ == slow_at && rank_ == size_ - 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     if (done_ == nan_at && rank_ == 0) return std::numeric_limits<double>::quiet_NaN();
     return (rank_ + 1.0) * static_cast<double>(done_);
   }
@@ -38,8 +44,17 @@ class ToyRun final : public RunSteps {
   int stop_wish() const override { return done_ == stop_at && rank_ == size_ - 1 ? kStopRequested : 0; }
   int agreement_lag() const override { return lag_; }
   void checkpoint() override {}
+  bool evaluate(bool) override {  // an evaluation: the ranks meet, then its collective (outside training)
+    if (done_ == meet_at) {
+      meet_ranks();
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+    return false;
+  }
 
   int64_t stop_at = -1, nan_at = -1;
+  int64_t slow_at = -1;  // the last rank sleeps 0.3 s in this step
+  int64_t meet_at = -1;  // after this many steps the run meets its ranks
   std::vector<Agreement> told;  // per step, what the loop said in step_end
   int size() const { return size_; }
 
@@ -98,6 +113,20 @@ TEST_P(LaggedAgreement, ANonFiniteLossEndsTheRunOnEveryRankNamingItsStep) {
     EXPECT_NE(std::string(e.what()).find("at step 4"), std::string::npos) << e.what();
   }
   EXPECT_EQ(run.told.size(), static_cast<size_t>(std::min(4 + lag, 6))) << "steps that finished before the error";
+}
+
+TEST_P(LaggedAgreement, ARankAheadWaitsForTheOthersAsTraining) {
+  // The last rank sleeps 0.3 s in step 4; with a lag of 3 the others run on to step 6, where the run meets
+  // its ranks before an evaluation, and wait there. That wait is training time on every rank, as the same
+  // wait in their steps is with lag 0, so each rank's training seconds hold the 0.3 s.
+  const int lag = GetParam();
+  JobConfig job;
+  TrainResult result;
+  ToyRun run(job, lag, 8, &result);
+  run.slow_at = 4;
+  run.meet_at = 6;
+  run_loop(run);
+  EXPECT_GE(result.train_seconds, 0.28) << "lag " << lag << ": a rank's wait for the slow one is missing";
 }
 
 INSTANTIATE_TEST_SUITE_P(Lags, LaggedAgreement, ::testing::Values(0, 1, 3));
