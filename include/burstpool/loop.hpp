@@ -174,12 +174,13 @@ class RunSteps {
   // and must outlive this object.
   RunSteps(const JobConfig& job, MPI_Comm comm, TrainResult* result, std::string what = "training",
            std::string unit = "step");
-  // With agreement_lag() > 0, before a collective outside the steps (an
-  // evaluation, a checkpoint): waits until every rank of comm() is here and
-  // counts the wait as training. The ranks drift apart by up to the lag's
-  // steps, and a rank ahead would otherwise wait in that collective, in time
-  // that is not training's, where with lag 0 it waits in its steps. Nothing
-  // with lag 0. Collective.
+  // With agreement_lag() > 0, before a collective outside the steps: waits
+  // until every rank of comm() is here and counts the wait as training. The
+  // ranks drift apart by up to the lag's steps, and a rank ahead would
+  // otherwise wait in that collective, in time that is not training's, where
+  // with lag 0 it waits in its steps. Nothing with lag 0. Collective. The
+  // loop calls it before a checkpoint; a run calls it before its evaluation
+  // (only the run knows when one is due).
   void meet_ranks();
   const JobConfig& job_;
 

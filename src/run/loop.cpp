@@ -184,6 +184,7 @@ LoopEnd run_loop(RunSteps& run) {
     const int64_t done = run.steps_done();
     const bool last = run.finished();
     if (!last && !agreed.stop && checkpoint_due(run, agreed)) {
+      run.meet_ranks();
       run.checkpoint();
       last_checkpoint = Clock::now();
     }

@@ -156,10 +156,7 @@ class LearnerRun final : public RunSteps {
   }
   void step_end(const Agreement& agreed, double seconds) override;
   int64_t step_samples() const override { return per_iteration() * b_; }
-  void checkpoint() override {
-    meet_ranks();
-    save_checkpoint();
-  }
+  void checkpoint() override { save_checkpoint(); }
   ProgressPoint progress(const WindowFigures& window) override;
   bool evaluate(bool last) override { return evaluate_now(last); }
 

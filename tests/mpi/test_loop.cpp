@@ -43,7 +43,7 @@ class ToyRun final : public RunSteps {
   }
   int stop_wish() const override { return done_ == stop_at && rank_ == size_ - 1 ? kStopRequested : 0; }
   int agreement_lag() const override { return lag_; }
-  void checkpoint() override {}
+  void checkpoint() override { MPI_Barrier(MPI_COMM_WORLD); }  // a checkpoint's collective (outside training)
   bool evaluate(bool) override {  // an evaluation: the ranks meet, then its collective (outside training)
     if (done_ == meet_at) {
       meet_ranks();
@@ -125,6 +125,19 @@ TEST_P(LaggedAgreement, ARankAheadWaitsForTheOthersAsTraining) {
   ToyRun run(job, lag, 8, &result);
   run.slow_at = 4;
   run.meet_at = 6;
+  run_loop(run);
+  EXPECT_GE(result.train_seconds, 0.28) << "lag " << lag << ": a rank's wait for the slow one is missing";
+}
+
+TEST_P(LaggedAgreement, ARankAheadWaitsForTheOthersAsTrainingBeforeACheckpoint) {
+  // As above, with the loop's checkpoint after 6 steps in place of the evaluation: the loop meets the ranks.
+  const int lag = GetParam();
+  JobConfig job;
+  job.checkpoint_path = "not written: the toy run's checkpoint is a barrier";
+  job.checkpoint_every = 6;
+  TrainResult result;
+  ToyRun run(job, lag, 8, &result);
+  run.slow_at = 4;
   run_loop(run);
   EXPECT_GE(result.train_seconds, 0.28) << "lag " << lag << ": a rank's wait for the slow one is missing";
 }
