@@ -65,6 +65,11 @@ ModelProfile load_profile(const std::string& path, const ModelSpec& spec);
 
 struct LinkModel {
   double latency_s = 0, bandwidth_bytes_per_s = 0;  // time(bytes) = latency + bytes / bandwidth
+  // Core time the operation takes from the rank's computing thread per byte it
+  // moves: on a CPU, MPI's copies and sums run inside the rank's own progress
+  // calls, between its layers, so a gradient sum in flight slows the backward
+  // pass beside it (0: none, as with sums made by the network or a GPU).
+  double core_seconds_per_byte = 0;
 };
 
 struct NetworkSample {

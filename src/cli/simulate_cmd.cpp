@@ -21,6 +21,8 @@ struct SimulateArgs {
   bool independent = false;
   NetworkArgs network;
   int cores = 0;
+  double bucket_mb = kDefaultBucketBytes / (1 << 20);
+  double bucket_bytes() const { return bucket_mb * (1 << 20); }
 };
 
 // The background's prediction: printed, and returned for the JSON output.
@@ -32,7 +34,7 @@ nlohmann::json predict(const SimulateArgs& args, const ModelSpec& spec, const Mo
   ModelProfile bg_profile = load_profile(args.background_profile, bg_spec);
   const PackingModel packing = args.packing.empty() ? PackingModel{} : load_packing(args.packing);
   ForegroundRun fg{sim, simulate(spec, profile, data_parallel_plan_within(spec, plan.ranks, plan.global_batch), p2p, all,
-                                 args.cores),
+                                 args.cores, false, args.bucket_bytes()),
                    plan.global_batch};
   const BackgroundPrediction b =
       predict_background(fg, {&bg_spec, &bg_profile, bg.batch_size, args.independent}, packing, p2p, all);
@@ -83,6 +85,9 @@ Command add_simulate(CLI::App& app) {
   sub->add_option("--cores", args->cores,
                   "Cores the ranks share on one machine with fewer cores than ranks; rank r on core r mod C (0: one per rank)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--bucket-mb", args->bucket_mb,
+                  "Gradient allreduce bucket in MiB, as the job's [parallel] bucket_mb (default 25)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--out", args->out, "Write the prediction (JSON)");
   sub->add_option("--trace", args->trace,
                   "Write the predicted step as a per-rank timeline (Chrome/Perfetto trace-event JSON, as train "
@@ -92,7 +97,7 @@ Command add_simulate(CLI::App& app) {
             ModelProfile profile = load_profile(args->profile, spec);
             Plan plan = load_plan(args->plan);
             const auto [p2p, all] = args->network.resolve("simulate");
-            Simulation sim = simulate(spec, profile, plan, p2p, all, args->cores, !args->trace.empty());
+            Simulation sim = simulate(spec, profile, plan, p2p, all, args->cores, !args->trace.empty(), args->bucket_bytes());
             fmt::print("predicted iteration {:.3f} ms ({:.0f} samples/s) on {} ranks, global batch {}\n",
                        1e3 * sim.iteration_s, plan.global_batch / sim.iteration_s, plan.ranks, plan.global_batch);
             for (int r = 0; r < plan.ranks; ++r)

@@ -91,10 +91,10 @@ std::pair<LinkModel, LinkModel> network(const std::string& file, int world_size)
       fmt::print("plan auto: network: {}\n", network_summary(net));
     }
   }
-  double links[4] = {net.p2p.latency_s, net.p2p.bandwidth_bytes_per_s, net.allreduce.latency_s,
-                     net.allreduce.bandwidth_bytes_per_s};
-  BP_MPI_CHECK(MPI_Bcast(links, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-  return {{links[0], links[1]}, {links[2], links[3]}};
+  double links[5] = {net.p2p.latency_s, net.p2p.bandwidth_bytes_per_s, net.allreduce.latency_s,
+                     net.allreduce.bandwidth_bytes_per_s, net.allreduce.core_seconds_per_byte};
+  BP_MPI_CHECK(MPI_Bcast(links, 5, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  return {{links[0], links[1]}, {links[2], links[3], links[4]}};
 }
 
 std::string plan_file(const JobConfig& job, const std::string& cache, int ranks) {
@@ -120,10 +120,12 @@ AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
     throw Error(fmt::format("{}: [parallel] profile_cache: cannot create the folder {}", job.file, cache));
   std::string hosts;
   for (const auto& [host, count] : world_hosts()) hosts += fmt::format("{}x{}_", safe(host), count);
-  const auto [p2p, allreduce] =
+  auto [p2p, allreduce] =
       w.size > 1 ? network(fmt::format("{}/network-{}ranks-{:016x}.json", cache, w.size, std::hash<std::string>{}(hosts)),
                            w.size)
                  : std::pair<LinkModel, LinkModel>{{1e-6, 1e10}, {1e-6, 1e10}};
+  // NCCL sums on the GPU: the measured core time of MPI's sums on the CPU does not apply.
+  if (job.device == "cuda") allreduce.core_seconds_per_byte = 0;
   std::vector<int> counts(spec.layers.size(), 1), firsts(spec.layers.size(), 0);
   double times[2] = {0, 0};
   AutoPlan result;

@@ -111,6 +111,75 @@ double measure_allreduce(int group, std::vector<float>& buffer, double bytes, co
   return t;
 }
 
+// A fixed slice of arithmetic: a dependent chain in registers, with no memory
+// traffic, so that only core time taken by something else can slow it. About
+// 0.5-1 ms on a current core: a layer's length, and the executor's progress
+// helper's default cadence ([parallel] progress_us), so MPI is called about
+// as often as in training (each call on a TCP link costs core time itself).
+constexpr int kSliceOps = 400000;
+void arithmetic_slice() {
+  static volatile float sink = 0;
+  float x = sink + 1.0f;
+  for (int i = 0; i < kSliceOps; ++i) x = x * 0.9999999f + 1e-7f;
+  sink = x;
+}
+
+// Seconds one slice takes on this core with nothing in flight: the fastest
+// of eight (what the core gives undisturbed).
+double slice_seconds() {
+  double best = 1e30;
+  for (int run = 0; run < 8; ++run) {
+    const auto t0 = Clock::now();
+    arithmetic_slice();
+    best = std::min(best, seconds_since(t0));
+  }
+  return best;
+}
+
+// Core seconds per byte moved that an allreduce of `bytes` over every rank
+// takes from a thread that computes in slices and calls MPI_Testall between
+// them, as the executor's backward pass calls it between layers: MPI's copies
+// and sums run inside those calls, so the slices made while the sum was in
+// flight took longer than they take alone by the core time it took. Median of
+// `repeats`, rank 0's, on every rank; 0 when the sum took nothing measurable.
+double measure_core_cost(std::vector<float>& buffer, double bytes, int repeats, const NetworkOptions& options) {
+  const WorldInfo& w = world();
+  const int count = static_cast<int>(bytes / 4);
+  std::vector<double> per_byte;
+  for (int r = 0; r < repeats; ++r) {
+    const double alone = slice_seconds();
+    BP_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_Request request;
+    const auto t0 = Clock::now();
+    BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request));
+    long slices = 0;
+    for (int done = 0; !done; ++slices) {
+      arithmetic_slice();
+      BP_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+      if (!done && seconds_since(t0) > options.deadline_s)
+        throw Error(fmt::format("network profile: an allreduce of {} beside computation did not complete within {:g} "
+                                "s; --deadline sets the limit",
+                                size_text(bytes), options.deadline_s));
+    }
+    const double taken = std::max(0.0, seconds_since(t0) - slices * alone);
+    per_byte.push_back(taken / (2.0 * (w.size - 1) / w.size * bytes));
+  }
+  double cost = median(per_byte);
+  BP_MPI_CHECK(MPI_Bcast(&cost, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  return cost;
+}
+
+// The size the core cost is measured at: the largest allreduce over every
+// rank whose `repeats` fit one size's budget (its sum's work is then large
+// against a slice's noise), as the sweep measured it.
+double core_cost_bytes(const NetworkProfile& net, int repeats, const NetworkOptions& options) {
+  double bytes = 4;
+  for (const NetworkSample& s : net.samples)
+    if (s.kind == "allreduce" && s.group == net.ranks && repeats * s.seconds <= options.seconds_per_size)
+      bytes = std::max(bytes, s.bytes);
+  return bytes;
+}
+
 LinkModel link_from_fit(std::pair<double, double> fit) {
   LinkModel l;
   l.latency_s = std::max(0.0, fit.first);
@@ -161,6 +230,13 @@ NetworkProfile profile_network(const NetworkOptions& options) {
   if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
   net.p2p = link_from_fit(fit_line(px, pt));
   net.allreduce = link_from_fit(fit_line(ax, at));
+  constexpr int kCoreRepeats = 3;
+  const double core_bytes = core_cost_bytes(net, kCoreRepeats, options);
+  net.allreduce.core_seconds_per_byte = measure_core_cost(buffer, core_bytes, kCoreRepeats, options);
+  if (options.progress)
+    options.progress(fmt::format("network: an allreduce of {} took {:.3g} ms of a computing rank's core",
+                                 size_text(core_bytes),
+                                 1e3 * net.allreduce.core_seconds_per_byte * 2.0 * (w.size - 1) / w.size * core_bytes));
   net.seconds = seconds_since(start);
   BP_MPI_CHECK(MPI_Bcast(&net.seconds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
   return net;
@@ -168,10 +244,11 @@ NetworkProfile profile_network(const NetworkOptions& options) {
 
 std::string network_summary(const NetworkProfile& net) {
   return fmt::format(
-      "point to point {:.1f} us + bytes / {:.3g} GB/s; allreduce {:.1f} us + 2(n-1)/n bytes / {:.3g} GB/s "
-      "({} ranks, messages up to {}, measured in {:.1f} s)",
+      "point to point {:.1f} us + bytes / {:.3g} GB/s; allreduce {:.1f} us + 2(n-1)/n bytes / {:.3g} GB/s, "
+      "taking {:.3g} ms of the rank's core per MB moved ({} ranks, messages up to {}, measured in {:.1f} s)",
       1e6 * net.p2p.latency_s, net.p2p.bandwidth_bytes_per_s / 1e9, 1e6 * net.allreduce.latency_s,
-      net.allreduce.bandwidth_bytes_per_s / 1e9, net.ranks, size_text(net.largest_bytes), net.seconds);
+      net.allreduce.bandwidth_bytes_per_s / 1e9, 1e9 * net.allreduce.core_seconds_per_byte, net.ranks,
+      size_text(net.largest_bytes), net.seconds);
 }
 
 void save_network(const NetworkProfile& net, const std::string& path) {
@@ -183,7 +260,8 @@ void save_network(const NetworkProfile& net, const std::string& path) {
                     {"p2p", {{"latency_s", net.p2p.latency_s}, {"bandwidth_bytes_per_s", net.p2p.bandwidth_bytes_per_s}}},
                     {"allreduce",
                      {{"latency_s", net.allreduce.latency_s},
-                      {"bandwidth_bytes_per_s", net.allreduce.bandwidth_bytes_per_s}}},
+                      {"bandwidth_bytes_per_s", net.allreduce.bandwidth_bytes_per_s},
+                      {"core_seconds_per_byte", net.allreduce.core_seconds_per_byte}}},
                     {"largest_bytes", net.largest_bytes},
                     {"seconds", net.seconds},
                     {"samples", samples}});
@@ -201,6 +279,9 @@ NetworkProfile load_network(const std::string& path) {
   };
   net.p2p = {number("p2p", "latency_s"), number("p2p", "bandwidth_bytes_per_s")};
   net.allreduce = {number("allreduce", "latency_s"), number("allreduce", "bandwidth_bytes_per_s")};
+  // Profiles written before the core cost was measured have none: 0, sums cost no core time.
+  if (j["allreduce"].contains("core_seconds_per_byte"))
+    net.allreduce.core_seconds_per_byte = number("allreduce", "core_seconds_per_byte");
   if (net.p2p.bandwidth_bytes_per_s == 0 || net.allreduce.bandwidth_bytes_per_s == 0)
     throw Error(fmt::format("{}: a bandwidth of 0 bytes/s cannot be planned with", path));
   net.ranks = j.value("ranks", 0);

@@ -18,23 +18,32 @@ namespace {
 // they are made; a piece travels once its sender has made it and its
 // receiver has asked for it; activations are waited for before the
 // consumer's forward, gradients before the producer's backward), gradient
-// allreduces queued per rank set beside the backward pass, and a blocking
-// reduction for each batch-norm layer. Branches on disjoint rank sets
+// allreduces gathered into buckets as the executor's gradient sync gathers
+// them (a rank set's layers join its open bucket while their parameters are
+// contiguous and it stays within the bucket size; a full bucket starts at
+// once, the rest when backward ends) and queued per rank set beside the
+// backward pass, and a blocking reduction for each batch-norm layer. Branches on disjoint rank sets
 // therefore overlap, as they do in the executor.
 class StepSimulator {
  public:
   StepSimulator(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
-                const LinkModel& allreduce, int cores, bool timeline)
+                const LinkModel& allreduce, int cores, bool timeline, double bucket_bytes)
       : spec_(spec), profile_(profile), plan_(plan), p2p_(p2p), allreduce_(allreduce), cores_(cores),
-        timeline_(timeline), ranks_(plan.ranks), batch_(plan.global_batch), clock_(ranks_, 0.0), busy_(ranks_, 0.0),
-        reduced_(ranks_, 0.0), slack_(ranks_, 0.0) {
+        timeline_(timeline), bucket_bytes_(bucket_bytes), ranks_(plan.ranks), batch_(plan.global_batch),
+        clock_(ranks_, 0.0), busy_(ranks_, 0.0), reduced_(ranks_, 0.0), slack_(ranks_, 0.0) {
     for (const LayerProfile& l : profile.layers) prof_[l.name] = &l;
+    double offset = 0;  // the model's flat parameters: layer after layer, in the spec's order
+    for (const LayerSpec& l : spec.layers) {
+      parameter_offset_[l.name] = offset;
+      offset += layer_profile(l.name).parameter_bytes;
+    }
   }
 
   Simulation run() {
     const std::vector<int> order = spec_.topological_order();
     for (int idx : order) forward(spec_.layers[idx]);
     for (auto it = order.rbegin(); it != order.rend(); ++it) backward(spec_.layers[*it]);
+    for (auto& [set, bucket] : open_) start_bucket(set, bucket);  // the executor's finish(): the buckets left
     return result();
   }
 
@@ -119,17 +128,53 @@ class StepSimulator {
     made_[l.name] = clock_;  // its activations, sent from here
   }
 
-  // The layer's gradient allreduce, queued behind the set's previous one.
-  void reduce_gradients(const LayerSpec& l, const RankSet& set, const LayerProfile& lp) {
+  // Gradients gathered for one allreduce: parameter bytes [lo, hi) of the
+  // model's flat buffer, and the first and last layer in it (for the timeline).
+  struct Bucket {
+    double lo = 0, hi = 0;
+    std::string first, last;
+  };
+
+  // Layer l's gradients are ready on `set`: as GradientSync::layer_ready, they
+  // join the set's open bucket where they end where it begins and it stays
+  // within the bucket size; else the open one starts and they open a new one.
+  // A bucket that reaches the size starts at once.
+  void gradients_ready(const LayerSpec& l, const RankSet& set, double bytes) {
+    Bucket& bucket = open_[set];
+    const double offset = parameter_offset_.at(l.name);
+    const bool joins = bucket.hi > bucket.lo && offset + bytes == bucket.lo && bucket.hi - offset <= bucket_bytes_;
+    if (!joins) {
+      start_bucket(set, bucket);
+      bucket.hi = offset + bytes;
+      bucket.first = l.name;
+    }
+    bucket.lo = offset;
+    bucket.last = l.name;
+    if (bucket.hi - bucket.lo >= bucket_bytes_) start_bucket(set, bucket);
+  }
+
+  // The bucket's allreduce, queued behind the set's previous one; empties it.
+  void start_bucket(const RankSet& set, Bucket& bucket) {
+    const double bytes = bucket.hi - bucket.lo;
+    if (bytes <= 0) return;
+    const std::string name = bucket.first == bucket.last ? bucket.first : bucket.first + ".." + bucket.last;
+    bucket = Bucket{};
     double start = group_free_[set];
     for (int r : set) start = std::max(start, clock_[r]);
     const double n = static_cast<double>(set.size());
-    const double end =
-        start + allreduce_.latency_s + 2 * (n - 1) / n * lp.parameter_bytes / allreduce_.bandwidth_bytes_per_s;
+    const double end = start + allreduce_.latency_s + 2 * (n - 1) / n * bytes / allreduce_.bandwidth_bytes_per_s;
     group_free_[set] = end;
+    // On a CPU the sum's copies and additions run on the rank's own core,
+    // inside its progress calls between layers: they delay what it computes
+    // next by the core time the link model measured.
+    const double core = allreduce_.core_seconds_per_byte * 2 * (n - 1) / n * bytes;
     for (int r : set) {
       reduced_[r] = std::max(reduced_[r], end);
-      event(r, Track::gradient_sync, [&] { return "allreduce " + l.name; }, start, end, false);
+      event(r, Track::gradient_sync, [&] { return "allreduce " + name; }, start, end, false);
+      if (core <= 0) continue;
+      event(r, Track::main, [&] { return "allreduce sums " + name; }, clock_[r], clock_[r] + core, true);
+      clock_[r] += core;
+      busy_[r] += core;
     }
   }
 
@@ -141,7 +186,7 @@ class StepSimulator {
     wait_for(set, gradient_due(l.name), "gradients of " + l.name);
     compute(set, lp, false);
     if (layer_kind(l.type) == LayerKind::batchnorm2d) group_wait(set);
-    if (lp.parameter_bytes > 0 && set.size() > 1) reduce_gradients(l, set, lp);
+    if (lp.parameter_bytes > 0 && set.size() > 1) gradients_ready(l, set, lp.parameter_bytes);
     for (const std::string& in : l.inputs) {
       const RankSet& to = plan_.ranks_of(in);
       if (to == set || layer_kind(spec_.layers[spec_.find(in)].type) == LayerKind::input) continue;
@@ -179,10 +224,13 @@ class StepSimulator {
   const LinkModel& allreduce_;
   const int cores_;
   const bool timeline_;
+  const double bucket_bytes_;
   const int ranks_, batch_;
   std::map<std::string, const LayerProfile*> prof_;
   std::vector<double> clock_, busy_, reduced_, slack_;  // per rank
   std::map<RankSet, double> group_free_;                // when each group's previous allreduce ends
+  std::map<RankSet, Bucket> open_;                      // each group's bucket being gathered
+  std::map<std::string, double> parameter_offset_;      // per layer: where its parameters begin, in bytes
   std::map<std::string, std::vector<double>> made_;     // per layer and rank: when its forward ended
   std::map<std::string, std::vector<double>> gradient_due_;  // per layer and rank: its gradient pieces arrive
   std::vector<TraceEvent> events_;
@@ -191,9 +239,10 @@ class StepSimulator {
 }  // namespace
 
 Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
-                    const LinkModel& allreduce, int cores, bool timeline) {
+                    const LinkModel& allreduce, int cores, bool timeline, double bucket_bytes) {
   validate_plan(plan, spec, plan.ranks);
-  return StepSimulator(spec, profile, plan, p2p, allreduce, cores, timeline).run();
+  if (!(bucket_bytes > 0)) throw Error(fmt::format("simulate: the bucket size {} is not positive", bucket_bytes));
+  return StepSimulator(spec, profile, plan, p2p, allreduce, cores, timeline, bucket_bytes).run();
 }
 
 double utilisation(const ModelProfile& profile, const std::vector<double>& ms, int batch) {

@@ -119,6 +119,25 @@ TEST(Network, BadFilesNameTheKey) {
   EXPECT_EQ(error_of(R"({"p2p": {"latency_s": 1e-6}, )" + good_allreduce + "}"),
             ": missing number p2p.bandwidth_bytes_per_s");
   EXPECT_EQ(error_of("{oops"), ": not valid JSON for a network file (byte 2)");
+  EXPECT_EQ(error_of(R"({"p2p": {"latency_s": 1e-6, "bandwidth_bytes_per_s": 1e10}, "allreduce": {"latency_s": 1e-5, )"
+                     R"("bandwidth_bytes_per_s": 1e10, "core_seconds_per_byte": -1e-9}})"),
+            ": allreduce.core_seconds_per_byte = -1e-09 is negative");
+  std::remove(path.c_str());
+}
+
+// The sums' core time is written and read back; a file measured before it
+// was has none, read as 0 (the sums cost no core time, as before).
+TEST(Network, CoreTimeOfTheSumsIsKeptAndOptional) {
+  const std::string path = temp("net.json");
+  NetworkProfile net;
+  net.ranks = 2;
+  net.p2p = {2e-6, 1e9};
+  net.allreduce = {5e-6, 5e8, 1.25e-9};
+  save_network(net, path);
+  EXPECT_DOUBLE_EQ(load_network(path).allreduce.core_seconds_per_byte, 1.25e-9);
+  std::ofstream(path) << R"({"p2p": {"latency_s": 1e-6, "bandwidth_bytes_per_s": 1e10}, )"
+                         R"("allreduce": {"latency_s": 1e-5, "bandwidth_bytes_per_s": 1e10}})";
+  EXPECT_EQ(load_network(path).allreduce.core_seconds_per_byte, 0.0);
   std::remove(path.c_str());
 }
 

@@ -39,16 +39,61 @@ TEST(Simulator, OneRankIsTheSumOfLayerTimes) {
 TEST(Simulator, DataParallelHalvesComputeAndAddsTheAllreduce) {
   ModelSpec spec = parse_model_ini(kModel, "m.ini");
   const LinkModel net{1e-5, 1e9};
-  Simulation s = simulate(spec, profile_of(spec), data_parallel_plan(spec, 2, 8), net, net);
+  const Plan plan = data_parallel_plan(spec, 2, 8);
   const double compute = 4 * 3 * 1.2e-3;
-  // fc's gradients (4000 B) start reducing when fc's backward ends (data,
-  // fc and loss forward, then loss and fc backward: 4 x 3.4 ms) while data's
-  // backward goes on; the step ends when both are done.
   const double reduce = 1e-5 + 2.0 * 1 / 2 * 4000 / 1e9;
-  EXPECT_GT(s.iteration_s, compute);
-  EXPECT_NEAR(s.iteration_s, std::max(compute, 4 * (0.1 + 1 + 0.1 + 0.2 + 2) * 1e-3 + reduce), 1e-12);
+  // fc's 4000 B of gradients are the whole bucket (25 MiB by default), which
+  // the executor starts when backward ends: nothing hides the sum.
+  const Simulation s = simulate(spec, profile_of(spec), plan, net, net);
+  EXPECT_NEAR(s.iteration_s, compute + reduce, 1e-12);
   EXPECT_NEAR(s.busy_s[0], compute, 1e-12);
   EXPECT_NEAR(s.busy_s[1], compute, 1e-12);
+  // A bucket no larger than fc's gradients starts when fc's backward ends
+  // (data, fc and loss forward, then loss and fc backward: 4 x 3.4 ms),
+  // while data's backward goes on; the step ends when both are done.
+  const Simulation small = simulate(spec, profile_of(spec), plan, net, net, 0, false, 4000);
+  EXPECT_NEAR(small.iteration_s, std::max(compute, 4 * (0.1 + 1 + 0.1 + 0.2 + 2) * 1e-3 + reduce), 1e-12);
+  EXPECT_LT(small.iteration_s, s.iteration_s);
+}
+
+// Two linear layers, 4000 B of gradients each, as the executor buckets them:
+// with a 6000 B bucket fc2's fill none and start only when fc1 cannot join
+// (8000 B would exceed it), that is when fc1's backward ends; fc1's then
+// start when backward ends. With 8000 B both go in one bucket, started once
+// it is full (fc1's backward done), which backward's end then waits for.
+TEST(Simulator, GradientsAreSummedInTheExecutorsBuckets) {
+  ModelSpec spec = parse_model_ini(
+      "[data]\ntype = input\nshape = 4\n[fc1]\ntype = linear\ninputs = data\nout_features = 3\n"
+      "[fc2]\ntype = linear\ninputs = fc1\nout_features = 3\n[loss]\ntype = softmax_cross_entropy\ninputs = fc2\n",
+      "m.ini");
+  const LinkModel net{0, 1e6};  // 1 MB/s: 4000 B take 4 ms on 2 ranks (2(n-1)/n = 1)
+  const Plan plan = data_parallel_plan(spec, 2, 8);
+  // Per rank 4 samples, per sample: forward 0.1 + 1 + 1 + 0.1 ms, backward twice that.
+  const double forward = 4 * 2.2e-3, fc2_done = forward + 4 * (0.2 + 2) * 1e-3, fc1_done = fc2_done + 4 * 2e-3;
+  const double backward_done = fc1_done + 4 * 0.2e-3;
+  const Simulation split = simulate(spec, profile_of(spec), plan, net, net, 0, false, 6000);
+  // fc2's bucket starts at fc1_done (4 ms), fc1's queues behind it until backward_done or fc1_done + 4 ms.
+  EXPECT_NEAR(split.iteration_s, std::max(backward_done, fc1_done + 4e-3) + 4e-3, 1e-12);
+  const Simulation joined = simulate(spec, profile_of(spec), plan, net, net, 0, false, 8000);
+  EXPECT_NEAR(joined.iteration_s, fc1_done + 8e-3, 1e-12);
+}
+
+// On a CPU MPI's copies and sums take the rank's own core: a bucket's core
+// time delays the compute after its start, and counts as busy.
+TEST(Simulator, SumsCoreTimeDelaysTheRanksCompute) {
+  ModelSpec spec = parse_model_ini(kModel, "m.ini");
+  const LinkModel net{1e-5, 1e9};
+  LinkModel sums = net;
+  sums.core_seconds_per_byte = 1e-6;  // 4000 B: 4 ms of each rank's core
+  const Plan plan = data_parallel_plan(spec, 2, 8);
+  const Simulation free_sums = simulate(spec, profile_of(spec), plan, net, net, 0, false, 4000);
+  const Simulation costly = simulate(spec, profile_of(spec), plan, net, sums, 0, false, 4000);
+  // fc's sum starts when fc's backward ends; data's backward (0.8 ms) follows 4 ms later.
+  const double compute = 4 * 3 * 1.2e-3;
+  EXPECT_NEAR(costly.iteration_s, compute + 4e-3, 1e-12);
+  EXPECT_NEAR(costly.iteration_s - free_sums.iteration_s, 4e-3, 1e-12);
+  EXPECT_NEAR(costly.busy_s[0], compute + 4e-3, 1e-12);
+  EXPECT_NEAR(costly.busy_s[1], compute + 4e-3, 1e-12);
 }
 
 // Four ranks on two cores: every layer runs on all four at once, two on each
