@@ -265,6 +265,7 @@ void read_parallel_and_output(const Values& v, const std::string& base, JobConfi
   c.plan_path = plan == "auto" ? plan : resolve(base, plan);
   c.amp_limit = v.number("parallel", "amp_limit");
   c.amp_rule = v.choice("parallel", "amp_rule", {"compute", "layer-time"});
+  c.auto_min_gain = v.number("parallel", "auto_min_gain");
   c.branches = v.choice("parallel", "branches", {"auto", "in-turn", "at-once"});
   c.profile_cache = v.str("parallel", "profile_cache");
   c.bucket_bytes = static_cast<size_t>(v.number("parallel", "bucket_mb") * 1024.0f * 1024.0f);

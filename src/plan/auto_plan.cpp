@@ -148,12 +148,15 @@ AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
         plan_cost(spec, profile, o, data_parallel_plan(spec, std::min(w.size, job.batch_size), job.batch_size));
     // The amplification limit may give a plan a slower step than data
     // parallelism in exchange for rank time left free. That pays only when a
-    // background job takes the free time; without one, the faster plan is run.
-    const bool dp_instead = job.background.job_path.empty() && dp.iteration_s < best.iteration_s;
+    // background job takes the free time; without one, the plan must be the
+    // faster by more than the predictions' error, or data parallel runs.
+    const bool dp_instead =
+        job.background.job_path.empty() && best.iteration_s > (1 - job.auto_min_gain) * dp.iteration_s;
     if (dp_instead)
-      fmt::print("plan auto: the plan under the amplification limit ({:.2f} ms) is predicted slower than data "
-                 "parallel and no [background] job uses the rank time it frees: data parallel\n",
-                 1e3 * best.iteration_s);
+      fmt::print("plan auto: the plan under the amplification limit ({:.2f} ms) is not predicted at least {:.0f}% "
+                 "faster than data parallel ({:.2f} ms; [parallel] auto_min_gain) and no [background] job uses the "
+                 "rank time it frees: data parallel\n",
+                 1e3 * best.iteration_s, 100 * job.auto_min_gain, 1e3 * dp.iteration_s);
     const PlanResult& planned = dp_instead ? dp : best;
     for (size_t i = 0; i < spec.layers.size(); ++i) {
       counts[i] = static_cast<int>(planned.plan.layer_ranks[i].size());
