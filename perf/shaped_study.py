@@ -128,6 +128,9 @@ def time_shares(m):
 
 
 def measure_round(build, tmp, point, r):
+    """The four modes side by side, then the simulator with the profiles this round's --plan auto measured."""
+    point = dict(point, cache=os.path.join(point["cache"], f"round{r}"), plan=f"{point['plan'][:-5]}-round{r}.json")
+    os.makedirs(point["cache"], exist_ok=True)
     order = MODES if r % 2 == 0 else tuple(reversed(MODES))
     runs = {mode: train(build, tmp, point, mode) for mode in order}
     dp = runs["dp"]["samples_per_second"]
@@ -148,7 +151,45 @@ def measure_round(build, tmp, point, r):
                          cluster_vs_dp_in_run=m["cluster_throughput_vs_data_parallel"],
                          shared_steps=b.get("shared_steps", 0))
         row[mode] = entry
+    row.update(simulate_round(build, tmp, point))
     return row
+
+
+def simulate_round(build, tmp, point):
+    """This round's predictions: the dp and burst plans' steps and the background beside each, from the layer
+    and network profiles measured in the round (so the machine's drift between rounds cancels), and the plan."""
+    files = os.listdir(point["cache"])
+    point["network_profile"] = os.path.join(point["cache"], next(f for f in files if f.startswith("network-")))
+    point["layer_profile"] = os.path.join(point["cache"], next(f for f in files if f.startswith(point["model"] + "-")))
+    dp_plan = os.path.join(tmp, "dp.plan.json")
+    run([f"{build}/burstpool", "plan", "--data-parallel", point["model_file"], "--ranks", str(point["ranks"]),
+         "--global-batch", str(point["batch"]), "--out", dp_plan])
+    sims = {"dp": simulate(build, tmp, point, dp_plan, True), "burst": simulate(build, tmp, point, point["plan"], True)}
+    plan = json.load(open(point["plan"]))
+    net = json.load(open(point["network_profile"]))
+    return {"layers_on_fewer_ranks": sum(1 for l in plan["layers"] if l["ranks"] != f"0-{point['ranks'] - 1}"),
+            "network": {"p2p_gbit": 8e-9 * net["p2p"]["bandwidth_bytes_per_s"],
+                        "allreduce_gbit": 8e-9 * net["allreduce"]["bandwidth_bytes_per_s"],
+                        "core_ms_per_mb": 1e9 * net["allreduce"].get("core_seconds_per_byte", 0.0),
+                        "largest_bytes": net.get("largest_bytes"), "seconds": net.get("seconds")},
+            "simulated": {mode: {"step_s": s["iteration_s"],
+                                 "bg_shared": s["background"]["shared_samples_per_second"],
+                                 "bg_alone": s["background"]["alone_samples_per_second"]}
+                          for mode, s in sims.items()}}
+
+
+# (mode measured, key measured, mode simulated, key simulated): the predictions checked, per round
+CHECKED = {"dp_step": ("dp", "step_s", "dp", "step_s"), "burst_step": ("burst", "step_s", "burst", "step_s"),
+           "bg_beside_dp": ("dp_bg", "bg", "dp", "bg_shared"), "bg_beside_burst": ("burst_bg", "bg", "burst", "bg_shared")}
+
+
+def round_errors(row):
+    """Simulated against measured, as a fraction (None where nothing was measured)."""
+    out = {}
+    for name, (mode, key, sim_mode, sim_key) in CHECKED.items():
+        measured = row[mode].get(key)
+        out[name] = row["simulated"][sim_mode][sim_key] / measured - 1 if measured else None
+    return out
 
 
 def simulate(build, tmp, point, plan, background):
@@ -170,42 +211,50 @@ def median_of(rows, mode, key):
 
 
 def study_point(build, tmp, point, rounds, bg_profile):
-    cache = point["cache"]
-    os.makedirs(cache, exist_ok=True)
+    os.makedirs(point["cache"], exist_ok=True)
+    point["bg_profile"] = bg_profile
     rows = []
     for r in range(rounds):
         rows.append(measure_round(build, tmp, point, r))
         row = rows[-1]
+        row["errors"] = round_errors(row)
         log(f"  round {r + 1}: dp {row['dp']['fg']:.1f}, burst {row['burst']['fg']:.1f} samples/s; "
-            f"cluster vs dp: burst+bg {row['burst_bg']['cluster_vs_dp']:.3f}, dp+bg {row['dp_bg']['cluster_vs_dp']:.3f}")
-    files = os.listdir(cache)
-    point["network_profile"] = os.path.join(cache, next(f for f in files if f.startswith("network-")))
-    point["layer_profile"] = os.path.join(cache, next(f for f in files if f.startswith(point["model"] + "-")))
-    point["bg_profile"] = bg_profile
-    dp_plan = os.path.join(tmp, "dp.plan.json")
-    run([f"{build}/burstpool", "plan", "--data-parallel", point["model_file"], "--ranks", str(point["ranks"]),
-         "--global-batch", str(point["batch"]), "--out", dp_plan])
-    sims = {"dp": simulate(build, tmp, point, dp_plan, True), "burst": simulate(build, tmp, point, point["plan"], True)}
-    plan = json.load(open(point["plan"]))
-    layers_fewer = sum(1 for l in plan["layers"] if l["ranks"] != f"0-{point['ranks'] - 1}")
-    net = json.load(open(point["network_profile"]))
+            f"cluster vs dp: burst+bg {row['burst_bg']['cluster_vs_dp']:.3f}, dp+bg {row['dp_bg']['cluster_vs_dp']:.3f}; "
+            f"simulated step: dp {100 * row['errors']['dp_step']:+.0f}%, burst {100 * row['errors']['burst_step']:+.0f}%")
     med = {mode: {k: median_of(rows, mode, k) for k in rows[0][mode] if k != "shares"} for mode in MODES}
     for mode in MODES:
         med[mode]["shares"] = {k: statistics.median(row[mode]["shares"][k] for row in rows)
                                for k in rows[0][mode]["shares"]}
+    errors = {}
+    for name in CHECKED:
+        values = [row["errors"][name] for row in rows if row["errors"][name] is not None]
+        errors[name] = statistics.median(values) if values else None
     return {"point": {k: v for k, v in point.items() if k in ("model", "batch", "ranks", "gbit")},
-            "rounds": rows, "medians": med, "layers_on_fewer_ranks": layers_fewer,
-            "network": {"p2p_gbit": 8e-9 * net["p2p"]["bandwidth_bytes_per_s"],
-                        "allreduce_gbit": 8e-9 * net["allreduce"]["bandwidth_bytes_per_s"],
-                        "largest_bytes": net.get("largest_bytes"), "seconds": net.get("seconds")},
-            "simulated": {mode: {"step_s": s["iteration_s"],
-                                 "bg_shared": s["background"]["shared_samples_per_second"],
-                                 "bg_alone": s["background"]["alone_samples_per_second"]}
-                          for mode, s in sims.items()}}
+            "rounds": rows, "medians": med, "errors": errors,
+            "layers_on_fewer_ranks": [row["layers_on_fewer_ranks"] for row in rows],
+            "network": {k: statistics.median(row["network"][k] or 0 for row in rows) for k in rows[0]["network"]},
+            "simulated": {mode: {k: statistics.median(row["simulated"][mode][k] for row in rows)
+                                 for k in rows[0]["simulated"][mode]} for mode in ("dp", "burst")}}
 
 
 def pct(a, b):
     return f"{100 * (a / b - 1):+.0f}%" if a is not None and b else "n/a"
+
+
+def error_text(res, name, simulated, measured):
+    """The median of the rounds' errors (each round's prediction from its own profiles), or, for a study saved
+    before those were kept, the medians' error."""
+    e = res.get("errors", {}).get(name, "absent")
+    if e == "absent":
+        return pct(simulated, measured)
+    return f"{100 * e:+.0f}%" if e is not None else "n/a"
+
+
+def fewer_text(res):
+    fewer = res["layers_on_fewer_ranks"]
+    if not isinstance(fewer, list):
+        return str(fewer)
+    return str(fewer[0]) if len(set(fewer)) == 1 else "/".join(str(n) for n in fewer)
 
 
 def report(results, args):
@@ -231,7 +280,7 @@ def report(results, args):
         lines.append(
             f"| {p['model']} | {p['batch']} | {ranks} | {p['gbit']} | {m['dp']['fg']:.1f} | "
             f"{100 * m['dp']['shares']['waiting']:.0f}% | {m['burst']['fg'] / m['dp']['fg']:.2f} | "
-            f"{res['layers_on_fewer_ranks']} | {m['burst_bg']['slowdown']:.2f}, {m['burst_bg']['bg_share']:.2f}, "
+            f"{fewer_text(res)} | {m['burst_bg']['slowdown']:.2f}, {m['burst_bg']['bg_share']:.2f}, "
             f"**{m['burst_bg']['cluster_vs_dp']:.2f}** ({m['burst_bg']['cluster_vs_own_alone']:.2f}) | "
             f"{m['dp_bg']['slowdown']:.2f}, {m['dp_bg']['bg_share']:.2f}, "
             f"**{m['dp_bg']['cluster_vs_dp']:.2f}** |")
@@ -246,9 +295,12 @@ def report(results, args):
                          f"{100 * s['compute']:.0f}% | {100 * s['transfer']:.0f}% | {100 * s['allreduce']:.0f}% | "
                          f"{100 * s['idle']:.0f}% |")
     lines += ["", "## Simulator and planner against the runs", "",
-              "Network profile measured at the point by `--plan auto` (allreduce fit shown). Predicted step: "
-              "`burstpool simulate`; the planner's own prediction is the metrics' `predicted_step_seconds`. "
-              "Background beside the foreground: `--background-independent --packing jobs/profiles/packing.cpu.json`.", "",
+              "Layer and network profiles measured at the point by `--plan auto`, afresh in every round (allreduce "
+              "fit shown, median over rounds). Predicted step: `burstpool simulate` with the round's profiles and "
+              "plan; error: the median over rounds of each round's prediction against that round's run (a study "
+              "saved before rounds kept their own predictions: the medians' error). The planner's own prediction "
+              "is the metrics' `predicted_step_seconds`. Background beside the foreground: "
+              "`--background-independent --packing jobs/profiles/packing.cpu.json`.", "",
               "| model | batch | ranks | Gbit/s | net fit Gbit/s | dp step ms: measured, simulated, error | "
               "burst step ms: measured, simulated, error, planner's | bg samples/s beside dp: measured, simulated, error | "
               "beside burst: measured, simulated, error | auto against the best alone mode |",
@@ -258,11 +310,15 @@ def report(results, args):
         best = max(m["dp"]["fg"], m["burst"]["fg"])
         lines.append(
             f"| {p['model']} | {p['batch']} | {p['ranks']} | {p['gbit']} | {res['network']['allreduce_gbit']:.2f} | "
-            f"{1e3 * m['dp']['step_s']:.1f}, {1e3 * s['dp']['step_s']:.1f}, {pct(s['dp']['step_s'], m['dp']['step_s'])} | "
+            f"{1e3 * m['dp']['step_s']:.1f}, {1e3 * s['dp']['step_s']:.1f}, "
+            f"{error_text(res, 'dp_step', s['dp']['step_s'], m['dp']['step_s'])} | "
             f"{1e3 * m['burst']['step_s']:.1f}, {1e3 * s['burst']['step_s']:.1f}, "
-            f"{pct(s['burst']['step_s'], m['burst']['step_s'])}, {1e3 * (m['burst']['predicted_step_s'] or 0):.1f} | "
-            f"{m['dp_bg']['bg']:.0f}, {s['dp']['bg_shared']:.0f}, {pct(s['dp']['bg_shared'], m['dp_bg']['bg'])} | "
-            f"{m['burst_bg']['bg']:.0f}, {s['burst']['bg_shared']:.0f}, {pct(s['burst']['bg_shared'], m['burst_bg']['bg'])} | "
+            f"{error_text(res, 'burst_step', s['burst']['step_s'], m['burst']['step_s'])}, "
+            f"{1e3 * (m['burst']['predicted_step_s'] or 0):.1f} | "
+            f"{m['dp_bg']['bg']:.0f}, {s['dp']['bg_shared']:.0f}, "
+            f"{error_text(res, 'bg_beside_dp', s['dp']['bg_shared'], m['dp_bg']['bg'])} | "
+            f"{m['burst_bg']['bg']:.0f}, {s['burst']['bg_shared']:.0f}, "
+            f"{error_text(res, 'bg_beside_burst', s['burst']['bg_shared'], m['burst_bg']['bg'])} | "
             f"{m['burst']['fg'] / best:.2f} |")
     return lines
 
