@@ -52,17 +52,18 @@ PY
 ); then echo "ok   metrics: $out"; else fail "metrics: $out"; fi
 
 # Without a background job nothing uses the rank time such a plan frees:
-# --plan auto runs data parallel when the planner predicts it faster.
+# --plan auto runs data parallel unless the plan is predicted at least
+# [parallel] auto_min_gain (default 10%) faster.
 run alone --plan auto --set background.job=none
 if out=$(python3 - <<'PY' 2>&1
 import json
 m, plan = json.load(open("alone.json")), json.load(open("alone.plan.json"))
 limited, dp = json.load(open("second.json"))["predicted_step_seconds"], m["predicted_data_parallel_step_seconds"]
 fallback = "no [background] job uses the rank time it frees: data parallel" in open("alone.out").read()
-if limited > dp:  # the limit's plan predicted slower: data parallel instead
+if limited > 0.9 * dp:  # the limit's plan not predicted 10% faster: data parallel instead
     assert fallback and m["predicted_step_seconds"] == dp and all(e["ranks"] == "0-1" for e in plan["layers"]), (m, plan)
     print(f"the limited plan predicted {1e3 * limited:.2f} ms, data parallel {1e3 * dp:.2f} ms: data parallel")
-else:  # the profiles made it no slower: kept
+else:  # the profiles made it at least 10% faster: kept
     assert not fallback and plan == json.load(open("second.plan.json")), plan
     print(f"the limited plan predicted {1e3 * limited:.2f} ms, data parallel {1e3 * dp:.2f} ms: the plan kept")
 PY
