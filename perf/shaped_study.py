@@ -136,8 +136,11 @@ def measure_round(build, tmp, point, r):
     dp = runs["dp"]["samples_per_second"]
     row = {"order": list(order)}
     for mode, m in runs.items():
+        # step: the median step (the steady one the simulator predicts; start-up weighs on short runs), where
+        # the metrics have it; samples/s: everything, for the throughputs
         entry = {"fg": m["samples_per_second"] if not mode.endswith("_bg") else m["foreground_samples_per_second"],
-                 "step_s": point["batch"] / m["samples_per_second"], "shares": time_shares(m)}
+                 "step_s": m.get("median_step_seconds") or point["batch"] / m["samples_per_second"],
+                 "shares": time_shares(m)}
         if mode.startswith("burst"):
             entry["predicted_step_s"] = m.get("predicted_step_seconds")
         if mode.endswith("_bg"):
@@ -296,8 +299,9 @@ def report(results, args):
                          f"{100 * s['idle']:.0f}% |")
     lines += ["", "## Simulator and planner against the runs", "",
               "Layer and network profiles measured at the point by `--plan auto`, afresh in every round (allreduce "
-              "fit shown, median over rounds). Predicted step: `burstpool simulate` with the round's profiles and "
-              "plan; error: the median over rounds of each round's prediction against that round's run (a study "
+              "fit shown, median over rounds). Measured step: the run's median step (`median_step_seconds`; "
+              "a study saved before the metrics had it: batch / samples/s). Predicted step: `burstpool simulate` "
+              "with the round's profiles and plan; error: the median over rounds of each round's prediction against that round's run (a study "
               "saved before rounds kept their own predictions: the medians' error). The planner's own prediction "
               "is the metrics' `predicted_step_seconds`. Background beside the foreground: "
               "`--background-independent --packing jobs/profiles/packing.cpu.json`.", "",

@@ -55,6 +55,9 @@ struct TrainResult {
   double test_accuracy = NAN;  // last evaluation; NaN when there is no test set
   double train_seconds = 0, eval_seconds = 0, wall_seconds = 0;
   double samples_per_second = 0;          // training only
+  // The median of this run's steps' seconds (a uniform sample of them on long
+  // runs): the steady step, without the first steps' start-up or a stray pause.
+  double median_step_seconds = 0;
   double forward_gflop_per_sample = 0;    // model's forward FLOPs / 1e9
   double achieved_gflops = 0;             // 3 x forward FLOPs x samples / train_seconds
   std::vector<EvalPoint> evals;
@@ -84,8 +87,11 @@ struct TrainResult {
   // data parallelism, which it judged slower or equal (0: not planned here).
   std::string plan_file;
   double predicted_step_seconds = 0, predicted_data_parallel_step_seconds = 0;
-  // One training step of this run, measured: batch / samples_per_second.
-  double measured_step_seconds() const { return batch_size / std::max(1e-9, samples_per_second); }
+  // One training step of this run, measured: the median step, as the
+  // simulator predicts a steady one (batch / samples_per_second if unknown).
+  double measured_step_seconds() const {
+    return median_step_seconds > 0 ? median_step_seconds : batch_size / std::max(1e-9, samples_per_second);
+  }
   std::string stopped_by;  // the signal that ended training early (include/burstpool/stop.hpp); "": none
   std::string device = "CPU";  // where the layers ran (DeviceModel::describe)
   std::vector<std::pair<std::string, int>> hosts;  // each host and its ranks (world_hosts)

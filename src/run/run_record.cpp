@@ -23,6 +23,17 @@ void RunRecord::step(double seconds, int64_t samples) {
   window_seconds_ += seconds;
   ++window_steps_;
   window_samples_ += samples;
+  keep_step_seconds(seconds);
+}
+
+void RunRecord::keep_step_seconds(double seconds) {
+  constexpr size_t kKept = 1 << 16;
+  if (steps_seen_++ % step_stride_ != 0) return;
+  step_seconds_.push_back(static_cast<float>(seconds));
+  if (step_seconds_.size() < kKept) return;
+  for (size_t i = 0; 2 * i < step_seconds_.size(); ++i) step_seconds_[i] = step_seconds_[2 * i];
+  step_seconds_.resize((step_seconds_.size() + 1) / 2);
+  step_stride_ *= 2;
 }
 
 void RunRecord::waited(double seconds) {
@@ -58,6 +69,11 @@ void RunRecord::finish(const LoopEnd& end) {
   if (window_losses_ > 0) r_.final_loss = window().loss;  // ended between progress lines, or lagged losses came in
   if (end.stop) r_.stopped_by = stop_signal_name(end.stop);
   r_.samples_per_second = static_cast<double>(run_samples_) / std::max(1e-9, run_seconds_);
+  if (!step_seconds_.empty()) {
+    std::vector<float> sorted = step_seconds_;
+    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+    r_.median_step_seconds = sorted[sorted.size() / 2];
+  }
   r_.achieved_gflops = 3.0 * r_.forward_gflop_per_sample * r_.samples_per_second;
   r_.wall_seconds = run_.wall();
   run_log().record("end", r_.wall_seconds,

@@ -3,6 +3,7 @@
 // training figures of its result and the run log's records (start,
 // progress, end). Private to the loop (src/run/loop.cpp).
 #include <cstdint>
+#include <vector>
 
 #include "burstpool/loop.hpp"
 
@@ -27,6 +28,7 @@ class RunRecord {
 
  private:
   WindowFigures window() const;
+  void keep_step_seconds(double seconds);
 
   RunSteps& run_;
   TrainResult& r_;
@@ -34,6 +36,10 @@ class RunRecord {
   int64_t window_steps_ = 0, window_samples_ = 0, window_losses_ = 0;
   double run_seconds_ = 0;  // this run's, from its start or resume
   int64_t run_samples_ = 0;
+  // Steps' seconds for the median: every stride-th step; when full, every
+  // other one is dropped and the stride doubles (a uniform sample, bounded).
+  std::vector<float> step_seconds_;
+  int64_t step_stride_ = 1, steps_seen_ = 0;
 };
 
 }  // namespace burstpool

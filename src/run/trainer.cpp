@@ -288,6 +288,7 @@ nlohmann::json metrics_json(const TrainResult& r) {
                         {"final_loss", finite_or_null(r.final_loss)},
                         {"test_accuracy", finite_or_null(r.test_accuracy)},
                         {"samples_per_second", r.samples_per_second},
+                        {"median_step_seconds", r.median_step_seconds},
                         {"train_seconds", r.train_seconds},
                         {"eval_seconds", r.eval_seconds},
                         {"wall_seconds", r.wall_seconds},
