@@ -91,6 +91,10 @@ struct NetworkOptions {
   int repeats = 7;                        // timed operations per size, at most; the median is kept
   double seconds_per_size = 2;            // a size's time budget: fewer repeats, and no larger sizes, past it
   double deadline_s = 30;                 // one message slower than this is an error (a stalled link)
+  // The sums' core time is measured at this size (the gradient bucket's:
+  // copies of sums larger than the caches cost more per byte), or at the
+  // largest whose 3 repeats the fit says fit one size's budget.
+  double core_bytes = 25.0 * (1 << 20);
   std::function<void(const std::string&)> progress;  // rank 0: one line per size measured
 };
 

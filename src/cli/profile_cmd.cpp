@@ -46,6 +46,9 @@ Command add_profile(CLI::App& app) {
   sub->add_option("--max-bytes", args->net.max_bytes, "--network: largest message in bytes");
   sub->add_option("--seconds-per-size", args->net.seconds_per_size,
                   "--network: time budget of one message size (fewer repeats, and no larger sizes, past it)");
+  sub->add_option("--core-bytes", args->net.core_bytes,
+                  "--network: size of the allreduce whose core time a computing rank pays is measured (default 25 MiB, "
+                  "the gradient bucket)");
   sub->add_option("--deadline", args->net.deadline_s,
                   "--network: seconds one message may take before the link counts as stalled (an error)");
   sub->add_option("--out", args->out, "Profile file to write (JSON)")->required();

@@ -63,7 +63,7 @@ ModelProfile layer_profile(const JobConfig& job, const ModelSpec& spec, int thre
 
 // Collective: the cached network profile (rank 0 reads it), or one measured
 // by every rank and cached by rank 0. Every rank returns rank 0's models.
-std::pair<LinkModel, LinkModel> network(const std::string& file, int world_size) {
+std::pair<LinkModel, LinkModel> network(const std::string& file, int world_size, double bucket_bytes) {
   const bool root = world().rank == 0;
   int cached = 0;
   NetworkProfile net;
@@ -85,6 +85,7 @@ std::pair<LinkModel, LinkModel> network(const std::string& file, int world_size)
     options.max_bytes = 16.0 * (1 << 20);
     options.repeats = 3;
     options.seconds_per_size = 1;
+    options.core_bytes = bucket_bytes;  // the size of the sums the job makes
     net = profile_network(options);
     if (root) {
       save_network(net, file);
@@ -120,12 +121,10 @@ AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
     throw Error(fmt::format("{}: [parallel] profile_cache: cannot create the folder {}", job.file, cache));
   std::string hosts;
   for (const auto& [host, count] : world_hosts()) hosts += fmt::format("{}x{}_", safe(host), count);
-  auto [p2p, allreduce] =
+  const auto [p2p, allreduce] =
       w.size > 1 ? network(fmt::format("{}/network-{}ranks-{:016x}.json", cache, w.size, std::hash<std::string>{}(hosts)),
-                           w.size)
+                           w.size, static_cast<double>(job.bucket_bytes))
                  : std::pair<LinkModel, LinkModel>{{1e-6, 1e10}, {1e-6, 1e10}};
-  // NCCL sums on the GPU: the measured core time of MPI's sums on the CPU does not apply.
-  if (job.device == "cuda") allreduce.core_seconds_per_byte = 0;
   std::vector<int> counts(spec.layers.size(), 1), firsts(spec.layers.size(), 0);
   double times[2] = {0, 0};
   AutoPlan result;

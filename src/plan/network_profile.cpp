@@ -169,15 +169,13 @@ double measure_core_cost(std::vector<float>& buffer, double bytes, int repeats, 
   return cost;
 }
 
-// The size the core cost is measured at: the largest allreduce over every
-// rank whose `repeats` fit one size's budget (its sum's work is then large
-// against a slice's noise), as the sweep measured it.
-double core_cost_bytes(const NetworkProfile& net, int repeats, const NetworkOptions& options) {
-  double bytes = 4;
-  for (const NetworkSample& s : net.samples)
-    if (s.kind == "allreduce" && s.group == net.ranks && repeats * s.seconds <= options.seconds_per_size)
-      bytes = std::max(bytes, s.bytes);
-  return bytes;
+// The size the core cost is measured at: options.core_bytes, or less where
+// the allreduce fit says its `repeats` would not fit one size's budget (at
+// least 4 B), in whole floats.
+double core_cost_bytes(const LinkModel& allreduce, int ranks, int repeats, const NetworkOptions& options) {
+  const double moved = 2.0 * (ranks - 1) / ranks;
+  const double fits = (options.seconds_per_size / repeats - allreduce.latency_s) * allreduce.bandwidth_bytes_per_s / moved;
+  return 4 * std::floor(std::max(4.0, std::min(options.core_bytes, fits)) / 4);
 }
 
 LinkModel link_from_fit(std::pair<double, double> fit) {
@@ -192,8 +190,9 @@ LinkModel link_from_fit(std::pair<double, double> fit) {
 NetworkProfile profile_network(const NetworkOptions& options) {
   const WorldInfo& w = world();
   if (w.size < 2) throw Error("profile --network needs at least 2 ranks (run it under mpirun)");
-  if (options.repeats < 1 || options.seconds_per_size <= 0 || options.deadline_s <= 0 || !(options.max_bytes >= 4))
-    throw Error("network profile: repeats, seconds per size and deadline must be positive, the largest size >= 4 B");
+  if (options.repeats < 1 || options.seconds_per_size <= 0 || options.deadline_s <= 0 || !(options.max_bytes >= 4) ||
+      !(options.core_bytes >= 4))
+    throw Error("network profile: repeats, seconds per size and deadline must be positive, the sizes >= 4 B");
   const auto start = Clock::now();
   NetworkProfile net;
   net.ranks = w.size;
@@ -231,7 +230,8 @@ NetworkProfile profile_network(const NetworkOptions& options) {
   net.p2p = link_from_fit(fit_line(px, pt));
   net.allreduce = link_from_fit(fit_line(ax, at));
   constexpr int kCoreRepeats = 3;
-  const double core_bytes = core_cost_bytes(net, kCoreRepeats, options);
+  const double core_bytes = core_cost_bytes(net.allreduce, w.size, kCoreRepeats, options);
+  if (buffer.size() * 4 < core_bytes) buffer.resize(static_cast<size_t>(core_bytes / 4), 1.0f);
   net.allreduce.core_seconds_per_byte = measure_core_cost(buffer, core_bytes, kCoreRepeats, options);
   if (options.progress)
     options.progress(fmt::format("network: an allreduce of {} took {:.3g} ms of a computing rank's core",
