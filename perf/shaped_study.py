@@ -244,12 +244,18 @@ def pct(a, b):
     return f"{100 * (a / b - 1):+.0f}%" if a is not None and b else "n/a"
 
 
-def error_text(res, name, simulated, measured):
+def point_error(res, name):
     """The median of the rounds' errors (each round's prediction from its own profiles), or, for a study saved
-    before those were kept, the medians' error."""
-    e = res.get("errors", {}).get(name, "absent")
-    if e == "absent":
-        return pct(simulated, measured)
+    before those were kept, the medians' error; None where nothing was measured."""
+    if "errors" in res:
+        return res["errors"][name]
+    mode, key, sim_mode, sim_key = CHECKED[name]
+    measured = res["medians"][mode].get(key)
+    return res["simulated"][sim_mode][sim_key] / measured - 1 if measured else None
+
+
+def error_text(res, name):
+    e = point_error(res, name)
     return f"{100 * e:+.0f}%" if e is not None else "n/a"
 
 
@@ -315,15 +321,42 @@ def report(results, args):
         lines.append(
             f"| {p['model']} | {p['batch']} | {p['ranks']} | {p['gbit']} | {res['network']['allreduce_gbit']:.2f} | "
             f"{1e3 * m['dp']['step_s']:.1f}, {1e3 * s['dp']['step_s']:.1f}, "
-            f"{error_text(res, 'dp_step', s['dp']['step_s'], m['dp']['step_s'])} | "
+            f"{error_text(res, 'dp_step')} | "
             f"{1e3 * m['burst']['step_s']:.1f}, {1e3 * s['burst']['step_s']:.1f}, "
-            f"{error_text(res, 'burst_step', s['burst']['step_s'], m['burst']['step_s'])}, "
+            f"{error_text(res, 'burst_step')}, "
             f"{1e3 * (m['burst']['predicted_step_s'] or 0):.1f} | "
             f"{m['dp_bg']['bg']:.0f}, {s['dp']['bg_shared']:.0f}, "
-            f"{error_text(res, 'bg_beside_dp', s['dp']['bg_shared'], m['dp_bg']['bg'])} | "
+            f"{error_text(res, 'bg_beside_dp')} | "
             f"{m['burst_bg']['bg']:.0f}, {s['burst']['bg_shared']:.0f}, "
-            f"{error_text(res, 'bg_beside_burst', s['burst']['bg_shared'], m['burst_bg']['bg'])} | "
+            f"{error_text(res, 'bg_beside_burst')} | "
             f"{m['burst']['fg'] / best:.2f} |")
+    return lines + [""] + targets(results)
+
+
+def targets(results):
+    """How many points meet each of the study's aims, counted from the tables above."""
+    shaped = [r for r in results if r["point"]["gbit"] != "none"]
+    lines = ["## Against the aims", ""]
+    for name, what in (("dp_step", "data parallel's step"), ("burst_step", "the plan's step"),
+                       ("bg_beside_dp", "the background's samples/s beside data parallel"),
+                       ("bg_beside_burst", "the background's samples/s beside the plan")):
+        errors = [(r, point_error(r, name)) for r in shaped]
+        within = [r for r, e in errors if e is not None and abs(e) <= 0.15]
+        missed = [f"{r['point']['model']} {r['point']['batch']} at {r['point']['gbit']} ({100 * e:+.0f}%)"
+                  for r, e in errors if e is not None and abs(e) > 0.15]
+        lines.append(f"- Simulator, {what}: within 15% at {len(within)} of {len(errors)} shaped points"
+                     + (f"; missed: {', '.join(missed)}" if missed else "") + ".")
+    auto = [(r, r["medians"]["burst"]["fg"] / max(r["medians"]["dp"]["fg"], r["medians"]["burst"]["fg"]))
+            for r in results]
+    slow = [f"{r['point']['model']} {r['point']['batch']} at {r['point']['gbit']} ({a:.2f})" for r, a in auto if a < 0.95]
+    lines.append(f"- `--plan auto` within 5% of the better alone mode at {len(auto) - len(slow)} of {len(auto)} points"
+                 + (f"; not at: {', '.join(slow)}" if slow else "") + ".")
+    waiting = [r for r in results if r["medians"]["dp"]["shares"]["waiting"] >= 0.30]
+    for r in waiting:
+        m = r["medians"]["burst_bg"]
+        lines.append(f"- {r['point']['model']} {r['point']['batch']} at {r['point']['gbit']} (data parallel waits "
+                     f"{100 * r['medians']['dp']['shares']['waiting']:.0f}%): cluster vs dp {m['cluster_vs_dp']:.2f} "
+                     f"(aim 1.3), foreground slowdown {m['slowdown']:.2f} (aim 1.10 at most).")
     return lines
 
 
