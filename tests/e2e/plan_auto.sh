@@ -30,6 +30,18 @@ if grep -q "measuring the layer profile" first.out && grep -q "measuring the net
 else
   fail "first run: $(grep 'plan auto' first.out)"; ls burstpool-profiles
 fi
+# The sums take the ranks' cores (copies and additions over shared memory):
+# the network profile measured some core time, and the log says how much.
+if core=$(python3 -c "
+import glob, json
+net = json.load(open(glob.glob('burstpool-profiles/network-*.json')[0]))
+core = net['allreduce']['core_seconds_per_byte']
+assert core > 0, net['allreduce']
+print(f'{core * 1e9:.3g}')" 2>&1) && grep -q "taking $core ms of the rank's core per MB" first.out; then
+  echo "ok   the sums' core time was measured: $core ms per MB"
+else
+  fail "sums' core time: $core $(grep 'network:' first.out)"
+fi
 run second --plan auto
 if grep -q "layer profile from burstpool-profiles/" second.out && grep -q "network profile from" second.out &&
   ! grep -q measuring second.out; then
