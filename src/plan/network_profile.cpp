@@ -137,11 +137,12 @@ double slice_seconds() {
 }
 
 // Core seconds per byte moved that an allreduce of `bytes` over every rank
-// takes from a thread that computes in slices and calls MPI_Testall between
-// them, as the executor's backward pass calls it between layers: MPI's copies
-// and sums run inside those calls, so the slices made while the sum was in
-// flight took longer than they take alone by the core time it took. Median of
-// `repeats`, rank 0's, on every rank; 0 when the sum took nothing measurable.
+// takes from a thread that computes in slices and calls MPI_Test between
+// them, as the executor's backward pass calls MPI_Testall between layers:
+// MPI's copies and sums run inside those calls, so the slices made while the
+// sum was in flight took longer than they take alone by the core time it
+// took. Median of `repeats`, rank 0's, on every rank; 0 when the sum took
+// nothing measurable.
 double measure_core_cost(std::vector<float>& buffer, double bytes, int repeats, const NetworkOptions& options) {
   const WorldInfo& w = world();
   const int count = static_cast<int>(bytes / 4);

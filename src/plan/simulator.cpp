@@ -22,8 +22,9 @@ namespace {
 // them (a rank set's layers join its open bucket while their parameters are
 // contiguous and it stays within the bucket size; a full bucket starts at
 // once, the rest when backward ends) and queued per rank set beside the
-// backward pass, and a blocking reduction for each batch-norm layer. Branches on disjoint rank sets
-// therefore overlap, as they do in the executor.
+// backward pass, and a blocking reduction for each batch-norm layer.
+// Branches on disjoint rank sets therefore overlap, as they do in the
+// executor.
 class StepSimulator {
  public:
   StepSimulator(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
