@@ -5,7 +5,7 @@ classifier head on one rank, and on 2 ranks on a non-prefix rank), the
 iteration time that `burstpool simulate` predicts from a 1-thread layer
 profile (made alone for 1-rank plans, and by as many processes as cores at
 once under mpirun otherwise, as the ranks then share the machine) and a
-measured network profile, against the measured time per training step (one
+measured network profile, against the measured median training step (one
 thread per rank). With more ranks than cores (3 and 4 ranks on 2 cores), the
 ranks share the cores: they are bound round-robin (rank r on core r mod
 cores, Open MPI's placement, which Linux keeps anyway) and `simulate --cores`
@@ -82,7 +82,8 @@ def one_round(build, tmp, net):
             bind = ["--oversubscribe", "--bind-to", "core:overload-allowed"] if ranks > CORES else []
             run(cmd if ranks == 1 else ["mpirun", "-np", str(ranks), *bind, *cmd])
             m = json.load(open(metrics))
-            measured = m["train_seconds"] / m["steps"]
+            # the median step: the steady step the simulator predicts (the mean carries the start-up)
+            measured = m.get("median_step_seconds") or m["train_seconds"] / m["steps"]
             rows.append({"model": model, "plan": name, "predicted_ms": 1e3 * predicted,
                          "measured_ms": 1e3 * measured, "error": predicted / measured - 1})
             print(rows[-1], flush=True)
