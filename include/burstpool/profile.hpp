@@ -63,6 +63,14 @@ void save_profile(const ModelProfile& profile, const std::string& path);
 // Loads a profile and checks it belongs to `spec`; errors name the file.
 ModelProfile load_profile(const std::string& path, const ModelSpec& spec);
 
+// Bytes a ring allreduce of `bytes` moves through each of its `ranks` ranks:
+// 2(n-1)/n x bytes, what the allreduce link model is fitted to and charged by.
+inline double ring_bytes(double bytes, double ranks) { return 2.0 * (ranks - 1) / ranks * bytes; }
+
+// The executor's default gradient bucket ([parallel] bucket_mb): the size of
+// the sums a job makes, where the simulator and the network profile need one.
+constexpr double kDefaultBucketBytes = 25.0 * (1 << 20);
+
 struct LinkModel {
   double latency_s = 0, bandwidth_bytes_per_s = 0;  // time(bytes) = latency + bytes / bandwidth
   // Core time the operation takes from the rank's computing thread per byte it
@@ -94,7 +102,7 @@ struct NetworkOptions {
   // The sums' core time is measured at this size (the gradient bucket's:
   // copies of sums larger than the caches cost more per byte), or at the
   // largest whose 3 repeats the fit says fit one size's budget.
-  double core_bytes = 25.0 * (1 << 20);
+  double core_bytes = kDefaultBucketBytes;
   std::function<void(const std::string&)> progress;  // rank 0: one line per size measured
 };
 

@@ -50,7 +50,6 @@ double utilisation(const ModelProfile& profile, const std::vector<double>& ms, i
 // timeline: fill Simulation::events (simulate --trace).
 // bucket_bytes: the executor's gradient bucket ([parallel] bucket_mb): a small
 // model's gradients all go in one bucket, summed only once backward ends.
-constexpr double kDefaultBucketBytes = 25.0 * (1 << 20);
 Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Plan& plan, const LinkModel& p2p,
                     const LinkModel& allreduce, int cores = 0, bool timeline = false,
                     double bucket_bytes = kDefaultBucketBytes);

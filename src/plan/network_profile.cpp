@@ -163,7 +163,7 @@ double measure_core_cost(std::vector<float>& buffer, double bytes, int repeats, 
                                 size_text(bytes), options.deadline_s));
     }
     const double taken = std::max(0.0, seconds_since(t0) - slices * alone);
-    per_byte.push_back(taken / (2.0 * (w.size - 1) / w.size * bytes));
+    per_byte.push_back(taken / ring_bytes(bytes, w.size));
   }
   double cost = median(per_byte);
   BP_MPI_CHECK(MPI_Bcast(&cost, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
@@ -174,8 +174,8 @@ double measure_core_cost(std::vector<float>& buffer, double bytes, int repeats, 
 // the allreduce fit says its `repeats` would not fit one size's budget (at
 // least 4 B), in whole floats.
 double core_cost_bytes(const LinkModel& allreduce, int ranks, int repeats, const NetworkOptions& options) {
-  const double moved = 2.0 * (ranks - 1) / ranks;
-  const double fits = (options.seconds_per_size / repeats - allreduce.latency_s) * allreduce.bandwidth_bytes_per_s / moved;
+  const double fits =
+      (options.seconds_per_size / repeats - allreduce.latency_s) * allreduce.bandwidth_bytes_per_s / ring_bytes(1, ranks);
   return 4 * std::floor(std::max(4.0, std::min(options.core_bytes, fits)) / 4);
 }
 
@@ -211,7 +211,7 @@ NetworkProfile profile_network(const NetworkOptions& options) {
     for (int group = 2; group <= w.size; ++group) {
       const double t = measure_allreduce(group, buffer, bytes, options);
       net.samples.push_back({"allreduce", group, bytes, t});
-      ax.push_back(2.0 * (group - 1) / group * bytes);  // bytes a ring moves per rank
+      ax.push_back(ring_bytes(bytes, group));
       at.push_back(t);
       slowest = std::max(slowest, t);
       if (group == w.size) line += fmt::format(", allreduce over {} ranks {:.3g} ms", group, 1e3 * t);
@@ -237,7 +237,7 @@ NetworkProfile profile_network(const NetworkOptions& options) {
   if (options.progress)
     options.progress(fmt::format("network: an allreduce of {} took {:.3g} ms of a computing rank's core",
                                  size_text(core_bytes),
-                                 1e3 * net.allreduce.core_seconds_per_byte * 2.0 * (w.size - 1) / w.size * core_bytes));
+                                 1e3 * net.allreduce.core_seconds_per_byte * ring_bytes(core_bytes, w.size)));
   net.seconds = seconds_since(start);
   BP_MPI_CHECK(MPI_Bcast(&net.seconds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
   return net;

@@ -55,7 +55,7 @@ double CostModel::compute(int layer, int n) const { return forward(layer, n) + b
 double CostModel::sync(int layer, int n) const {
   const double bytes = prof_[layer]->parameter_bytes;
   if (n == 1 || bytes == 0) return 0.0;
-  return o_.allreduce.latency_s + 2.0 * (n - 1) / n * bytes / o_.allreduce.bandwidth_bytes_per_s;
+  return o_.allreduce.latency_s + ring_bytes(bytes, n) / o_.allreduce.bandwidth_bytes_per_s;
 }
 
 double CostModel::transfer(int producer, int from_n, int to_n) const {

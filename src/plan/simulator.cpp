@@ -163,12 +163,12 @@ class StepSimulator {
     double start = group_free_[set];
     for (int r : set) start = std::max(start, clock_[r]);
     const double n = static_cast<double>(set.size());
-    const double end = start + allreduce_.latency_s + 2 * (n - 1) / n * bytes / allreduce_.bandwidth_bytes_per_s;
+    const double end = start + allreduce_.latency_s + ring_bytes(bytes, n) / allreduce_.bandwidth_bytes_per_s;
     group_free_[set] = end;
     // On a CPU the sum's copies and additions run on the rank's own core,
     // inside its progress calls between layers: they delay what it computes
     // next by the core time the link model measured.
-    const double core = allreduce_.core_seconds_per_byte * 2 * (n - 1) / n * bytes;
+    const double core = allreduce_.core_seconds_per_byte * ring_bytes(bytes, n);
     for (int r : set) {
       reduced_[r] = std::max(reduced_[r], end);
       event(r, Track::gradient_sync, [&] { return "allreduce " + name; }, start, end, false);

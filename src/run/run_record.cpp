@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "burstpool/profile.hpp"
 #include "burstpool/run_log.hpp"
 #include "burstpool/stop.hpp"
 #include "burstpool/trainer.hpp"
@@ -69,11 +70,7 @@ void RunRecord::finish(const LoopEnd& end) {
   if (window_losses_ > 0) r_.final_loss = window().loss;  // ended between progress lines, or lagged losses came in
   if (end.stop) r_.stopped_by = stop_signal_name(end.stop);
   r_.samples_per_second = static_cast<double>(run_samples_) / std::max(1e-9, run_seconds_);
-  if (!step_seconds_.empty()) {
-    std::vector<float> sorted = step_seconds_;
-    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
-    r_.median_step_seconds = sorted[sorted.size() / 2];
-  }
+  r_.median_step_seconds = median({step_seconds_.begin(), step_seconds_.end()});  // 0 without steps
   r_.achieved_gflops = 3.0 * r_.forward_gflop_per_sample * r_.samples_per_second;
   r_.wall_seconds = run_.wall();
   run_log().record("end", r_.wall_seconds,

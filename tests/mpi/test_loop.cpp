@@ -116,17 +116,23 @@ TEST_P(LaggedAgreement, ANonFiniteLossEndsTheRunOnEveryRankNamingItsStep) {
   EXPECT_EQ(run.told.size(), static_cast<size_t>(std::min(4 + lag, 6))) << "steps that finished before the error";
 }
 
+// A run of `steps` whose last rank sleeps 0.3 s in step 4; with meet_at >= 0
+// the run meets its ranks after that many steps. Its result.
+TrainResult run_with_a_slow_step(const JobConfig& job, int lag, int64_t steps, int64_t meet_at = -1) {
+  TrainResult result;
+  ToyRun run(job, lag, steps, &result);
+  run.slow_at = 4;
+  run.meet_at = meet_at;
+  run_loop(run);
+  return result;
+}
+
 TEST_P(LaggedAgreement, ARankAheadWaitsForTheOthersAsTraining) {
   // The last rank sleeps 0.3 s in step 4; with a lag of 3 the others run on to step 6, where the run meets
   // its ranks before an evaluation, and wait there. That wait is training time on every rank, as the same
   // wait in their steps is with lag 0, so each rank's training seconds hold the 0.3 s.
   const int lag = GetParam();
-  JobConfig job;
-  TrainResult result;
-  ToyRun run(job, lag, 8, &result);
-  run.slow_at = 4;
-  run.meet_at = 6;
-  run_loop(run);
+  const TrainResult result = run_with_a_slow_step(JobConfig{}, lag, 8, 6);
   EXPECT_GE(result.train_seconds, 0.28) << "lag " << lag << ": a rank's wait for the slow one is missing";
 }
 
@@ -136,10 +142,7 @@ TEST_P(LaggedAgreement, ARankAheadWaitsForTheOthersAsTrainingBeforeACheckpoint) 
   JobConfig job;
   job.checkpoint_path = "not written: the toy run's checkpoint is a barrier";
   job.checkpoint_every = 6;
-  TrainResult result;
-  ToyRun run(job, lag, 8, &result);
-  run.slow_at = 4;
-  run_loop(run);
+  const TrainResult result = run_with_a_slow_step(job, lag, 8);
   EXPECT_GE(result.train_seconds, 0.28) << "lag " << lag << ": a rank's wait for the slow one is missing";
 }
 
@@ -147,11 +150,7 @@ TEST_P(LaggedAgreement, TheMedianStepLeavesOutAStrayPause) {
   // One step of 9 holds the last rank's 0.3 s sleep (and, on the others, the wait for it): the mean step
   // carries it, the median step does not.
   const int lag = GetParam();
-  JobConfig job;
-  TrainResult result;
-  ToyRun run(job, lag, 9, &result);
-  run.slow_at = 4;
-  run_loop(run);
+  const TrainResult result = run_with_a_slow_step(JobConfig{}, lag, 9);
   EXPECT_GT(result.median_step_seconds, 0.0);
   EXPECT_LT(result.median_step_seconds, 0.01) << "lag " << lag;
   EXPECT_GT(result.train_seconds / 9, 0.03) << "lag " << lag << ": the pause is not in the mean";
