@@ -50,22 +50,24 @@ void wait_all(int count, MPI_Request* requests, WaitSite* site) {
   using Seconds = std::chrono::duration<double>;
   const auto start = Clock::now();
   const auto spin_until = start + std::chrono::microseconds(p.spin_us);
-  const Seconds shortest(p.sleep_us * 1e-6);
-  bool predicted = false;
+  const Seconds shortest(p.sleep_us * 1e-6), longest(p.max_sleep_us * 1e-6);
+  // Sleep through most of the expected wait (polling only every `longest`),
+  // then poll with backed-off sleeps.
+  const auto predicted_until =
+      site && site->expected() * 1e6 > p.spin_us
+          ? start + std::chrono::duration_cast<Clock::duration>(Seconds(p.predict * site->expected()))
+          : start;
   for (;;) {
     int done = 0;
     BP_MPI_CHECK(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE));
     if (done) break;
     if (cancelled()) throw WaitCancelled();
     if (!p.polite && !t_cancel) continue;  // a background thread always sleeps: it never needs the latency
-    if (!predicted && site && site->expected() * 1e6 > p.spin_us) {
-      predicted = true;  // sleep through most of the expected wait at once
-      std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
-                                                Seconds(p.predict * site->expected())));
-      continue;
-    }
     const auto now = Clock::now();
-    if (now >= spin_until) std::this_thread::sleep_for(std::max(shortest, p.backoff * Seconds(now - start)));
+    if (now < predicted_until)
+      std::this_thread::sleep_for(std::min<Seconds>(predicted_until - now, longest));
+    else if (now >= spin_until)
+      std::this_thread::sleep_for(std::min(std::max(shortest, p.backoff * Seconds(now - start)), longest));
   }
   if (site) site->record(Seconds(Clock::now() - start).count());
 }

@@ -1,6 +1,8 @@
 // Waits under the polite policy (while a background job runs): they still
 // deliver the data, the thread level is what a background job needs, and a
-// thread's cancel flag gets it out of a wait that would never end.
+// thread's cancel flag gets it out of a wait that would never end, and a rank
+// asleep in a wait still moves its other transfers (which matters over TCP:
+// the ctest mpi_waits_over_tcp runs these tests there too).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -35,6 +37,41 @@ TEST(Waits, PoliteWaitsDeliverEveryMessage) {
     EXPECT_EQ(in[999], static_cast<float>(prev * 10 + round));
   }
   set_wait_policy({});
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Rank 1 sends rank 0 a message too large to go eagerly, then waits where it
+// expects 2 s of waiting for rank 0's answer, which rank 0 sends only after
+// the whole message has arrived. Over TCP the rest of the message moves only
+// while rank 1 polls, so a rank that slept through 0.8 x 2 s in one piece
+// would hold rank 0, and itself, up for that long.
+TEST(Waits, ASleepingRankStillMovesItsOtherTransfers) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  constexpr int kFloats = 8 << 20;  // 32 MB
+  constexpr double kExpected = 2.0;
+  std::vector<float> big(rank < 2 ? kFloats : 0, static_cast<float>(rank));
+  float answer = 0;
+  if (rank == 0) {
+    MPI_Recv(big.data(), kFloats, MPI_FLOAT, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    answer = big[kFloats - 1] + 1;
+    MPI_Send(&answer, 1, MPI_FLOAT, 1, 2, MPI_COMM_WORLD);
+  } else if (rank == 1) {
+    set_wait_policy({true, 0, 20, 0.02, 0.8, 1000});
+    WaitSite site;
+    site.record(kExpected);
+    site.record(kExpected);
+    MPI_Request send, receive;
+    MPI_Isend(big.data(), kFloats, MPI_FLOAT, 0, 1, MPI_COMM_WORLD, &send);
+    MPI_Irecv(&answer, 1, MPI_FLOAT, 0, 2, MPI_COMM_WORLD, &receive);
+    const auto start = std::chrono::steady_clock::now();
+    wait_all(1, &receive, &site);
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    MPI_Wait(&send, MPI_STATUS_IGNORE);
+    set_wait_policy({});
+    EXPECT_EQ(answer, 2.0f);
+    EXPECT_LT(waited, 0.5 * kExpected) << "the rank slept through its predicted wait without moving its send";
+  }
   MPI_Barrier(MPI_COMM_WORLD);
 }
 

@@ -73,6 +73,8 @@ TEST(Job, NumbersAreCheckedAgainstTheirRanges) {
             "--set background.wait_backoff=10: [background] wait_backoff: 10 is outside [0, 1]");
   EXPECT_EQ(with("background.wait_sleep_us=100000000"),
             "--set background.wait_sleep_us=100000000: [background] wait_sleep_us: 100000000 is outside [1, 100000]");
+  EXPECT_EQ(with("background.wait_max_sleep_us=0"),
+            "--set background.wait_max_sleep_us=0: [background] wait_max_sleep_us: 0 is outside [1, 1000000]");
   EXPECT_EQ(with("background.calibrate_steps=1000000"),
             "--set background.calibrate_steps=1000000: [background] calibrate_steps: 1000000 is outside [2, 1000]");
   EXPECT_EQ(with("train.steps=4294967297"),
