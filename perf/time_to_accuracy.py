@@ -134,11 +134,12 @@ SMALL_GRID.update({
 # their best setting of the full grid.
 SCHEDULE_GRID = {"ssgd, global batch 128": [ssgd(128, round(0.04 * f, 4), e) for f in (0.25, 0.5, 1, 2)
                                              for e in (4, 8, 12)]}
-SCHEDULE_GRID.update({f"ssgd, global batch {b}": [ssgd(b, round(0.02 * (b / 32) ** 0.5 * f, 4), 8) for f in (0.5, 1, 2)]
-                      for b in (32, 512)})
+# ssgd 32's best (0.01) and 512's (0.16) lay on their grids' edges without shaping: each grid reaches one step past it
+SCHEDULE_GRID.update({f"ssgd, global batch {b}": [ssgd(b, round(0.02 * (b / 32) ** 0.5 * f, 4), 8) for f in factors]
+                      for b, factors in ((32, (0.25, 0.5, 1, 2)), (512, (0.5, 1, 2, 4)))})
 SCHEDULE_GRID.update({
     "local-sgd, batch 16, average every 8": [learners("local-sgd", 16, lr, e, **{"sync.local_steps": 8})
-                                             for lr in (0.01, 0.02, 0.05) for e in (3, 5, 8)],
+                                             for lr in (0.005, 0.01, 0.02, 0.05) for e in (3, 5, 8)],
     "shadow average, batch 16": [learners("shadow", 16, lr, e, **{"sync.shadow_rule": "average"})
                                  for lr in (0.005, 0.01, 0.02, 0.05) for e in (3, 5, 8)],
     "sma, batch 16 per learner, auto-tuned learners": [learners("sma", 16, 0.02, 5, **{"sync.alpha": 0.1})]})
