@@ -150,7 +150,9 @@ export OMPI_MCA_btl_tcp_if_include=eth0 OMPI_MCA_oob_tcp_if_include=eth0 OMPI_MC
 # The emulated links are processed by the kernel on the same cores as the
 # ranks: a rank spinning in MPI starves that processing, and every small
 # message then waits about a scheduler tick (measured: 4 B one way in 4.0 ms
-# spinning, 0.025 ms yielding). Ranks yield while they poll unless told otherwise.
+# spinning, 0.025 ms yielding). Ranks yield while they poll unless told otherwise
+# (with a background job, tell it 0: the foreground's waits sleep by themselves,
+# and a yield would hand its core to the background until the next tick).
 export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 # Every emulated node's daemon sees the whole machine and binds its first rank
 # to core 0, so the nodes' ranks would all share core 0 (measured: 2 ranks of
