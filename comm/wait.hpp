@@ -14,8 +14,9 @@
 //
 // A wait site (one place in the step that waits, the same every step) learns
 // how long its last wait took; a polite wait there sleeps through `predict`
-// of that time in one piece before polling, so the background gets the
-// foreground's idle stretch whole, and the foreground, which waits about as
+// of that time before backing off (in pieces of at most `max_sleep_us`, see
+// below), so the background gets the foreground's idle stretch in long
+// pieces, and the foreground, which waits about as
 // long every step, is not woken late.
 //
 // No sleep lasts longer than `max_sleep_us`: MPI advances a rank's other

@@ -24,6 +24,7 @@ Usage: perf/packing_check.py STUDY.json --workdir DIR [--build build]
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -36,15 +37,10 @@ BESIDE = {"dp": "dp", "burst_bg": "plan"}  # for the report
 
 
 def study_points(study, workdir):
-    """Every point of the study as its rounds ran it (the paths shaped_study.main gave them)."""
+    """Every point of the study with the files its rounds kept in `workdir`."""
     for res in study["results"]:
         p = res["point"]
-        model = p["model"]
-        tag = f"{model}-{p['batch']}-{p['ranks']}-{p['gbit']}"
-        point = dict(p, model_file=f"{shaped_study.MODELS}/{model}.ini", bg_job=os.path.join(workdir, "bg.ini"),
-                     bg_profile=os.path.join(workdir, "bg.prof.json"), cache=os.path.join(workdir, f"cache-{tag}"),
-                     plan=os.path.join(workdir, f"plan-{tag}.json"))
-        yield res, point
+        yield res, dict(p, **shaped_study.point_files(workdir, p["model"], p["batch"], p["ranks"], p["gbit"]))
 
 
 def simulate_rounds(build, tmp, study, workdir, packing, model=None):
@@ -144,8 +140,7 @@ def main():
         held_out.update(simulate_rounds(args.build, tmp, study, args.workdir, packing, model))
     overall = fit(args.build, tmp, samples(study, shipped, lambda m: True), "every-model")
     if args.fit_out:
-        subprocess.run([f"{args.build}/burstpool", "fit-packing", os.path.join(tmp, "every-model.samples.json"),
-                        "--device", "cpu", "--out", args.fit_out], check=True)
+        shutil.copy(overall, args.fit_out)
     lines = report(study, shipped, held_out, overall, args)
     open(args.out + ".md", "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -76,7 +76,7 @@ def run(cmd, env=ENV, timeout=900):
 
 
 def write_jobs(tmp, model, batch, steps):
-    fg, bg = os.path.join(tmp, f"fg-{model}-{batch}.ini"), os.path.join(tmp, "bg.ini")
+    fg, bg = os.path.join(tmp, f"fg-{model}-{batch}.ini"), background_files(tmp)["bg_job"]
     with open(bg, "w") as f:
         f.write(f"[job]\nmodel = {MODELS}/{BACKGROUND_MODEL}.ini\nseed = 5\n[data]\nsource = synthetic\n"
                 "synthetic_train_samples = 4096\nsynthetic_test_samples = 0\n"
@@ -125,6 +125,19 @@ def time_shares(m):
         shares[k] = statistics.mean(r.get(f"{k}_seconds", 0.0) for r in m["per_rank"]) / m["train_seconds"]
     shares["waiting"] = shares["transfer"] + shares["allreduce"] + shares["idle"]
     return shares
+
+
+def background_files(tmp):
+    """The background's job and layer profile in the study's working folder `tmp`, shared by every point."""
+    return {"bg_job": os.path.join(tmp, "bg.ini"), "bg_profile": os.path.join(tmp, "bg.prof.json")}
+
+
+def point_files(tmp, model, batch, ranks, gbit):
+    """A point's files in the study's working folder `tmp`: its model, the background's files, and the folder and
+    plan name under which its rounds keep their profiles and plans (round_point)."""
+    tag = f"{model}-{batch}-{ranks}-{gbit}"
+    return {"model_file": f"{MODELS}/{model}.ini", **background_files(tmp),
+            "cache": os.path.join(tmp, f"cache-{tag}"), "plan": os.path.join(tmp, f"plan-{tag}.json")}
 
 
 def round_point(point, r):
@@ -231,9 +244,8 @@ def median_of(rows, mode, key):
     return statistics.median(values) if values else None
 
 
-def study_point(build, tmp, point, rounds, bg_profile):
+def study_point(build, tmp, point, rounds):
     os.makedirs(point["cache"], exist_ok=True)
-    point["bg_profile"] = bg_profile
     rows = []
     for r in range(rounds):
         rows.append(measure_round(build, tmp, point, r))
@@ -451,7 +463,7 @@ def main():
         sys.exit("shaped points need root (scripts/shaped-net.sh); --gbits none runs without")
     tmp = tempfile.mkdtemp()
     log(f"working folder (every round's profiles and plan, for perf/packing_check.py --workdir): {tmp}")
-    bg_profile = os.path.join(tmp, "bg.prof.json")
+    bg_profile = background_files(tmp)["bg_profile"]
     run(["mpirun", "-np", "2", f"{args.build}/burstpool", "profile", f"{MODELS}/{BACKGROUND_MODEL}.ini",
          "--batches", f"1,2,4,8,16,{BACKGROUND_BATCH}", "--warmup", "2", "--repeats", "5", "--out", bg_profile])
     results, start = [], time.time()
@@ -463,13 +475,11 @@ def main():
         for ranks in (int(r) for r in args.ranks.split(",")):
             for batch in batches:
                 for gbit in args.gbits.split(","):
-                    fg, bg = write_jobs(tmp, model, batch, steps)
-                    point = {"model": model, "batch": batch, "ranks": ranks, "gbit": gbit, "job": fg, "bg_job": bg,
-                             "model_file": f"{MODELS}/{model}.ini",
-                             "cache": os.path.join(tmp, f"cache-{model}-{batch}-{ranks}-{gbit}"),
-                             "plan": os.path.join(tmp, f"plan-{model}-{batch}-{ranks}-{gbit}.json")}
+                    fg, _ = write_jobs(tmp, model, batch, steps)
+                    point = {"model": model, "batch": batch, "ranks": ranks, "gbit": gbit, "job": fg,
+                             **point_files(tmp, model, batch, ranks, gbit)}
                     log(f"{model} batch {batch}, {ranks} ranks, {gbit} Gbit/s ({time.time() - start:.0f} s so far)")
-                    results.append(study_point(args.build, tmp, point, args.rounds, bg_profile))
+                    results.append(study_point(args.build, tmp, point, args.rounds))
                     json.dump({"results": results}, open(partial, "w"), indent=1)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     json.dump({"commit": args.commit, "rounds": args.rounds, "gbits": args.gbits, "ranks": args.ranks,
