@@ -38,10 +38,13 @@ its spread (slowest and fastest run); a setting counts as reaching the target
 only if every repeat does. --gbit G runs every job inside
 scripts/shaped-net.sh, each rank on an emulated node whose link is shaped to
 G Gbit/s (as root), and each run reports where the ranks' time went
-(computing; waiting on transfers, gradient sums or other ranks).
+(computing; waiting on transfers, gradient sums or other ranks). --ranks N
+runs N ranks instead of 2; with more ranks than cores they share the cores
+(oversubscribed: Open MPI's waiting ranks yield), and the report says so.
 
 Usage: perf/time_to_accuracy.py [--build build] [--out perf/results/time_to_accuracy] [--plot-best]
                                 [--small-grid | --tuned-grid | --slow-link-grid] [--repeats N] [--gbit G]
+                                [--ranks N]
 """
 import argparse
 import json
@@ -134,12 +137,13 @@ SMALL_GRID.update({
 # their best setting of the full grid.
 SCHEDULE_GRID = {"ssgd, global batch 128": [ssgd(128, round(0.04 * f, 4), e) for f in (0.25, 0.5, 1, 2)
                                              for e in (4, 8, 12)]}
-# ssgd 32's best (0.01) and 512's (0.16) lay on their grids' edges without shaping: each grid reaches one step past it
+# ssgd 32's best (0.01) and 512's (0.16) lay on their grids' edges without shaping, and ssgd 32's (0.005) and
+# local-sgd's (0.005) at 3 Gbit/s: each grid reaches one step past them
 SCHEDULE_GRID.update({f"ssgd, global batch {b}": [ssgd(b, round(0.02 * (b / 32) ** 0.5 * f, 4), 8) for f in factors]
-                      for b, factors in ((32, (0.25, 0.5, 1, 2)), (512, (0.5, 1, 2, 4)))})
+                      for b, factors in ((32, (0.125, 0.25, 0.5, 1, 2)), (512, (0.5, 1, 2, 4)))})
 SCHEDULE_GRID.update({
     "local-sgd, batch 16, average every 8": [learners("local-sgd", 16, lr, e, **{"sync.local_steps": 8})
-                                             for lr in (0.005, 0.01, 0.02, 0.05) for e in (3, 5, 8)],
+                                             for lr in (0.0025, 0.005, 0.01, 0.02, 0.05) for e in (3, 5, 8)],
     "shadow average, batch 16": [learners("shadow", 16, lr, e, **{"sync.shadow_rule": "average"})
                                  for lr in (0.005, 0.01, 0.02, 0.05) for e in (3, 5, 8)],
     "sma, batch 16 per learner, auto-tuned learners": [learners("sma", 16, 0.02, 5, **{"sync.alpha": 0.1})]})
@@ -194,9 +198,9 @@ def run(build, tmp, settings, log):
     for k, v in settings.items():
         cmd += ["--set", f"{k}={v}"]
     try:
-        if GBIT == "none":
+        if GBIT == "none" and RANKS == 2:
             shaped_study.run(["mpirun", "-np", "2"] + cmd, ENV)
-        else:
+        else:  # shaped, or more ranks than cores (oversubscribed: Open MPI's ranks yield while they wait)
             shaped_study.launch({"ranks": RANKS, "gbit": GBIT}, cmd)
     except RuntimeError as failed:
         if "non-finite" not in str(failed):
@@ -215,7 +219,7 @@ def run(build, tmp, settings, log):
 
 
 def main():
-    global MODEL, TARGET, GBIT
+    global MODEL, TARGET, GBIT, RANKS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "time_to_accuracy"))
@@ -229,16 +233,21 @@ def main():
                     help="ssgd at 512 tuned with 128, 256 and 1024 beside it, local-sgd's averaging period tuned")
     ap.add_argument("--repeats", type=int, default=1, help="runs per setting (job seeds 1..N)")
     ap.add_argument("--gbit", default="none", help="links shaped to this many Gbit/s per rank (as root)")
+    ap.add_argument("--ranks", type=int, default=RANKS,
+                    help="ranks (more than this machine's cores: oversubscribed, waits yield; labelled so)")
     ap.add_argument("--resume", action="store_true", help="reuse the runs kept in <out>.partial.json")
     ap.add_argument("--only", nargs="+", metavar="PREFIX",
                     help="run only the grid's strategies whose labels start with one of these (e.g. shadow "
                          "'ssgd, global batch 32'), to remeasure part of the table side by side")
     args = ap.parse_args()
-    MODEL, TARGET, GBIT = args.model, args.target, args.gbit
+    MODEL, TARGET, GBIT, RANKS = args.model, args.target, args.gbit, args.ranks
+    if RANKS < 2:
+        ap.error("--ranks: at least 2")
     FLAGS[:] = ((["--small-grid"] if args.small_grid else []) + (["--tuned-grid"] if args.tuned_grid else []) +
                 (["--slow-link-grid"] if args.slow_link_grid else []) +
                 ([f"--repeats {args.repeats}"] if args.repeats > 1 else []) +
                 ([f"--gbit {args.gbit}"] if args.gbit != "none" else []) +
+                ([f"--ranks {args.ranks}"] if args.ranks != 2 else []) +
                 ([f"--only {' '.join(repr(o) for o in args.only)}"] if args.only else []))
     tmp = tempfile.mkdtemp()
     if args.plot_best:
@@ -305,8 +314,10 @@ def table(best):
     command = "python3 perf/time_to_accuracy.py" + ("" if MODEL == "lenet5" else f" --model {MODEL} --target {TARGET}")
     command += "".join(f" {flag}" for flag in FLAGS)
     network = "shared memory" if GBIT == "none" else f"links shaped to {GBIT} Gbit/s per rank (scripts/shaped-net.sh)"
-    lines = [f"# Time to {TARGET} test accuracy, {MODEL_NAMES[MODEL]} on Fashion-MNIST, {RANKS} ranks x 1 thread, "
-             f"{network}", "",
+    cores = os.cpu_count()
+    placement = f" on {cores} cores, oversubscribed (waiting ranks yield)" if RANKS > cores else ""
+    lines = [f"# Time to {TARGET} test accuracy, {MODEL_NAMES[MODEL]} on Fashion-MNIST, {RANKS} ranks x 1 thread"
+             f"{placement}, {network}", "",
              f"Command: `{command}`. Per strategy and batch the best of its learning-rate grid (every run in "
              "the JSON); with repeats, medians, and a setting reaches the target only if every repeat does. "
              "Training seconds exclude evaluations (every quarter epoch); wall seconds include loading and "
