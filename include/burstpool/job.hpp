@@ -100,7 +100,7 @@ struct JobConfig {
   std::string plan_path;            // empty: data parallel over every rank; "auto": planned at start-up
   double amp_limit = 2.0;           // [parallel] amp_limit, for plan = auto
   std::string amp_rule = "compute";  // [parallel] amp_rule: compute | layer-time
-  double auto_min_gain = 0.1;        // [parallel] auto_min_gain: plan = auto's lead over data parallel, without a background
+  double auto_min_gain = 0.1;        // [parallel] auto_min_gain: plan = auto's lead over data parallel (data_parallel_instead)
   std::string branches = "auto";     // [parallel] branches: auto | in-turn
   std::string profile_cache;        // [parallel] profile_cache folder, for plan = auto
   size_t bucket_bytes = 25u << 20;  // gradient allreduce bucket

@@ -54,6 +54,19 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
                     const LinkModel& allreduce, int cores = 0, bool timeline = false,
                     double bucket_bytes = kDefaultBucketBytes);
 
+// The mean over ranks of the share of the step a rank spends without
+// foreground work (idle_s / iteration_s): the most of its rate alone a
+// background job on those ranks could get.
+double idle_share(const Simulation& sim);
+
+// The cluster throughput against data parallel alone
+// (include/burstpool/cluster_throughput.hpp) of a foreground simulated as
+// `fg`, at its own speed, beside a background that fills all of its idle
+// time: data_parallel's step over fg's, plus idle_share(fg). An upper bound
+// (a packing model scales the background's part down); it compares plans
+// for a run with a background, as plan = auto does.
+double cluster_throughput_bound(const Simulation& fg, const Simulation& data_parallel);
+
 // A background job on the same ranks as a simulated foreground, through a
 // packing model (include/burstpool/packing.hpp) fitted to measured runs.
 struct ForegroundRun {

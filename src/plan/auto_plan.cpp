@@ -10,6 +10,7 @@
 #include "burstpool/profile.hpp"
 #include "burstpool/runtime.hpp"
 #include "burstpool/session.hpp"
+#include "burstpool/simulator.hpp"
 
 namespace burstpool {
 namespace {
@@ -105,7 +106,37 @@ std::string plan_file(const JobConfig& job, const std::string& cache, int ranks)
   return stem + ".plan.json";
 }
 
+// The planner's predicted steps; with a background job, both plans
+// simulated for the rank time they leave idle.
+AutoCandidates candidates(const JobConfig& job, const ModelSpec& spec, const ModelProfile& profile,
+                          const PlanResult& plan, const PlanResult& dp, const LinkModel& p2p,
+                          const LinkModel& allreduce) {
+  AutoCandidates c{plan.iteration_s, dp.iteration_s};
+  if (job.background.job_path.empty()) return c;
+  const double bucket = static_cast<double>(job.bucket_bytes);
+  const Simulation with_plan = simulate(spec, profile, plan.plan, p2p, allreduce, 0, false, bucket);
+  const Simulation with_dp = simulate(spec, profile, dp.plan, p2p, allreduce, 0, false, bucket);
+  c.plan_cluster = cluster_throughput_bound(with_plan, with_dp);
+  c.data_parallel_cluster = cluster_throughput_bound(with_dp, with_dp);
+  return c;
+}
+
 }  // namespace
+
+std::string data_parallel_instead(const AutoCandidates& c, bool background, double min_gain) {
+  if (!background) {
+    if (c.plan_step_s <= (1 - min_gain) * c.data_parallel_step_s) return "";
+    return fmt::format("the plan under the amplification limit ({:.2f} ms) is not predicted at least {:.0f}% faster "
+                       "than data parallel ({:.2f} ms; [parallel] auto_min_gain) and no [background] job uses the "
+                       "rank time it frees",
+                       1e3 * c.plan_step_s, 100 * min_gain, 1e3 * c.data_parallel_step_s);
+  }
+  if (c.plan_cluster >= (1 + min_gain) * c.data_parallel_cluster) return "";
+  return fmt::format("beside the [background] job, the plan under the amplification limit is predicted to give at "
+                     "most {:.2f}x data parallel's throughput alone (foreground and background together), data "
+                     "parallel beside it {:.2f}x: not at least {:.0f}% more ([parallel] auto_min_gain)",
+                     c.plan_cluster, c.data_parallel_cluster, 100 * min_gain);
+}
 
 AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
   const WorldInfo& w = world();
@@ -145,18 +176,13 @@ AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
     const PlanResult best = plan_model(spec, profile, o);
     const PlanResult dp =
         plan_cost(spec, profile, o, data_parallel_plan(spec, std::min(w.size, job.batch_size), job.batch_size));
-    // The amplification limit may give a plan a slower step than data
-    // parallelism in exchange for rank time left free. That pays only when a
-    // background job takes the free time; without one, the plan must be the
-    // faster by more than the predictions' error, or data parallel runs.
-    const bool dp_instead =
-        job.background.job_path.empty() && best.iteration_s > (1 - job.auto_min_gain) * dp.iteration_s;
-    if (dp_instead)
-      fmt::print("plan auto: the plan under the amplification limit ({:.2f} ms) is not predicted at least {:.0f}% "
-                 "faster than data parallel ({:.2f} ms; [parallel] auto_min_gain) and no [background] job uses the "
-                 "rank time it frees: data parallel\n",
-                 1e3 * best.iteration_s, 100 * job.auto_min_gain, 1e3 * dp.iteration_s);
-    const PlanResult& planned = dp_instead ? dp : best;
+    const bool background = !job.background.job_path.empty();
+    const std::string why = best.plan.layer_ranks == dp.plan.layer_ranks
+                                ? std::string()
+                                : data_parallel_instead(candidates(job, spec, profile, best, dp, p2p, allreduce),
+                                                        background, job.auto_min_gain);
+    if (!why.empty()) fmt::print("plan auto: {}: data parallel\n", why);
+    const PlanResult& planned = why.empty() ? best : dp;
     for (size_t i = 0; i < spec.layers.size(); ++i) {
       counts[i] = static_cast<int>(planned.plan.layer_ranks[i].size());
       firsts[i] = planned.plan.layer_ranks[i].front();

@@ -253,6 +253,18 @@ double utilisation(const ModelProfile& profile, const std::vector<double>& ms, i
   return here > 0 ? std::clamp(best / here, 0.0, 1.0) : 1.0;
 }
 
+double idle_share(const Simulation& sim) {
+  if (sim.idle_s.empty() || !(sim.iteration_s > 0)) return 0;
+  double sum = 0;
+  for (double idle : sim.idle_s) sum += idle / sim.iteration_s;
+  return sum / static_cast<double>(sim.idle_s.size());
+}
+
+double cluster_throughput_bound(const Simulation& fg, const Simulation& data_parallel) {
+  if (!(fg.iteration_s > 0)) throw Error("cluster_throughput_bound: the foreground's simulated step is not positive");
+  return cluster_throughput(1 / fg.iteration_s, 1 / data_parallel.iteration_s, idle_share(fg), 1);
+}
+
 BackgroundPrediction predict_background(const ForegroundRun& fg, const BackgroundRun& bg, const PackingModel& packing,
                                         const LinkModel& p2p, const LinkModel& allreduce) {
   const int R = static_cast<int>(fg.own_plan.idle_s.size());
@@ -272,9 +284,9 @@ BackgroundPrediction predict_background(const ForegroundRun& fg, const Backgroun
   // a step, measured so (perf/results/multiplex.md: the split plan's ranks
   // idle 44% and 32% of the step, and the background's share followed their mean).
   const Simulation& s = fg.own_plan;
-  double idle = 0, slack = 0;
-  for (int r = 0; r < R; ++r) idle += s.idle_s[r] / s.iteration_s, slack += s.slack_s[r] / s.iteration_s;
-  b.idle_share = idle / R;
+  double slack = 0;
+  for (int r = 0; r < R; ++r) slack += s.slack_s[r] / s.iteration_s;
+  b.idle_share = idle_share(s);
   b.slack_share = slack / R;
   b.shared_samples_per_second = background_share(packing, b.idle_share, b.slack_share) * b.alone_samples_per_second;
   b.foreground_slowdown = packing.foreground_slowdown;

@@ -42,6 +42,24 @@ print(f'{core * 1e9:.3g}')" 2>&1) && grep -q "taking $core ms of the rank's core
 else
   fail "sums' core time: $core $(grep 'network:' first.out)"
 fi
+# Beside a background job the plan is kept only if it is predicted to give at
+# least [parallel] auto_min_gain more throughput of both jobs together than
+# data parallel beside the same background; when it is not, the log says so
+# and the plan written is data parallel.
+if out=$(python3 - <<'PY' 2>&1
+import json
+plan, log = json.load(open("first.plan.json")), open("first.out").read()
+fewer = [e["name"] for e in plan["layers"] if e["ranks"] != "0-1"]
+why = [line for line in log.splitlines() if "plan auto: beside the [background] job" in line]
+assert not (why and fewer), (why, fewer)
+assert not why or why[0].endswith(": data parallel"), why
+print(why[0][len("plan auto: "):][:150] if why else f"the plan kept, {len(fewer)} layers on fewer ranks")
+PY
+); then
+  echo "ok   beside a background: $out"
+else
+  fail "beside a background: $out $(grep 'plan auto' first.out)"
+fi
 run second --plan auto
 if grep -q "layer profile from burstpool-profiles/" second.out && grep -q "network profile from" second.out &&
   ! grep -q measuring second.out; then
