@@ -135,7 +135,14 @@ log="$work/burstpool-train-$id.out"
 for _ in $(seq 1 300); do grep -q "^step 100/" "$log" 2>/dev/null && break; sleep 0.1; done
 scancel --signal=USR1 "$id"
 for _ in $(seq 1 150); do grep -q "requeueing job" "$log" 2>/dev/null && break; sleep 0.2; done
-start_now "$id"
+# Until the requeue takes, the job can show as ended (the first run exited
+# 75); on a loaded machine it did once, and the test stopped waiting before
+# the second run began. Bring the start forward until that run has begun.
+for _ in $(seq 1 300); do
+  grep -q "restart 1" "$log" 2>/dev/null && break
+  start_now "$id"
+  sleep 0.2
+done
 wait_done "$id" 240 || fail "signalled job $id did not finish"
 if grep -q "stopped early by SIGUSR1 after" "$log" && grep -q "restart 1" "$log" &&
   grep -q "resuming from the checkpoint of step" "$log" &&
