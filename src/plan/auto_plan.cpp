@@ -110,9 +110,9 @@ std::string plan_file(const JobConfig& job, const std::string& cache, int ranks)
 // simulated for the rank time they leave idle.
 AutoCandidates candidates(const JobConfig& job, const ModelSpec& spec, const ModelProfile& profile,
                           const PlanResult& plan, const PlanResult& dp, const LinkModel& p2p,
-                          const LinkModel& allreduce) {
+                          const LinkModel& allreduce, bool background) {
   AutoCandidates c{plan.iteration_s, dp.iteration_s};
-  if (job.background.job_path.empty()) return c;
+  if (!background) return c;
   const double bucket = static_cast<double>(job.bucket_bytes);
   const Simulation with_plan = simulate(spec, profile, plan.plan, p2p, allreduce, 0, false, bucket);
   const Simulation with_dp = simulate(spec, profile, dp.plan, p2p, allreduce, 0, false, bucket);
@@ -177,10 +177,11 @@ AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
     const PlanResult dp =
         plan_cost(spec, profile, o, data_parallel_plan(spec, std::min(w.size, job.batch_size), job.batch_size));
     const bool background = !job.background.job_path.empty();
-    const std::string why = best.plan.layer_ranks == dp.plan.layer_ranks
-                                ? std::string()
-                                : data_parallel_instead(candidates(job, spec, profile, best, dp, p2p, allreduce),
-                                                        background, job.auto_min_gain);
+    const std::string why =
+        best.plan.layer_ranks == dp.plan.layer_ranks
+            ? std::string()
+            : data_parallel_instead(candidates(job, spec, profile, best, dp, p2p, allreduce, background), background,
+                                    job.auto_min_gain);
     if (!why.empty()) fmt::print("plan auto: {}: data parallel\n", why);
     const PlanResult& planned = why.empty() ? best : dp;
     for (size_t i = 0; i < spec.layers.size(); ++i) {
