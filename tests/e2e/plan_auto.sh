@@ -97,8 +97,11 @@ if why:  # the limit's plan not predicted 10% faster: data parallel instead
     limited, by_dp = float(why.group(1)), float(why.group(2))
     assert limited > 0.9 * by_dp and abs(1e3 * dp - by_dp) < 0.01 and step == dp and not fewer, (why.group(0), m, plan)
     print(f"the limit's plan predicted {limited:.2f} ms, data parallel {by_dp:.2f} ms: data parallel")
+elif not fewer:  # the limit's plan is data parallel itself: no rule to apply
+    assert abs(step - dp) <= 1e-9 * dp and re.search(r"plan auto: 0 of \d+ layers on fewer than", open("alone.out").read()), (m, plan)
+    print(f"the limit's plan is data parallel itself ({1e3 * step:.2f} ms)")
 else:  # the profiles made it at least 10% faster: kept
-    assert fewer and step <= 0.9 * dp, (m, plan)
+    assert step <= 0.9 * dp, (m, plan)
     print(f"the limit's plan predicted {1e3 * step:.2f} ms, data parallel {1e3 * dp:.2f} ms: the plan kept")
 PY
 ); then
