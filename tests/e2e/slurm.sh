@@ -129,8 +129,11 @@ fi
 echo "   ($(date +%T))"
 # 5. A stop signal (what --signal=USR1@120 sends ahead of the time limit):
 #    burstpool checkpoints and exits 75, train.sbatch requeues the job, and
-#    it finishes from the checkpoint.
-id=$(sbatch --parsable --ntasks=2 "$src/slurm/train.sbatch" "$(job_file signalled 4000)")
+#    it finishes from the checkpoint. The signal travels through slurmctld and
+#    slurmd, which on a loaded machine took over 4 s: the job is long enough
+#    (about 25 s unloaded) that it is still running when the signal lands.
+steps=20000
+id=$(sbatch --parsable --ntasks=2 "$src/slurm/train.sbatch" "$(job_file signalled $steps)")
 log="$work/burstpool-train-$id.out"
 for _ in $(seq 1 300); do grep -q "^step 100/" "$log" 2>/dev/null && break; sleep 0.1; done
 scancel --signal=USR1 "$id"
@@ -146,7 +149,7 @@ done
 wait_done "$id" 240 || fail "signalled job $id did not finish"
 if grep -q "stopped early by SIGUSR1 after" "$log" && grep -q "restart 1" "$log" &&
   grep -q "resuming from the checkpoint of step" "$log" &&
-  python3 -c "import json,sys; m=json.load(open('$work/runs/signalled-$id.metrics.json')); sys.exit(0 if m['steps']==4000 and m['stopped_by'] is None else 1)"; then
+  python3 -c "import json,sys; m=json.load(open('$work/runs/signalled-$id.metrics.json')); sys.exit(0 if m['steps']==$steps and m['stopped_by'] is None else 1)"; then
   echo "ok   scancel --signal=USR1: job $id $(grep -m1 -o 'stopped early by SIGUSR1 after [0-9]* steps' "$log"), requeued itself, $(grep -m1 -o 'resuming from the checkpoint of step [0-9]*' "$log"), finished"
 else
   fail "signalled job $id"; tail -n 20 "$log"
