@@ -236,6 +236,19 @@ def run(build, tmp, settings, log):
             "learner_tuning": m["learner_tuning"]}
 
 
+def grid_for(args):
+    """The grid the flags name; small VGG, whose runs take minutes, has reduced twins of the tuned and slow-link
+    grids."""
+    vgg = MODEL == "vgg_small"
+    if args.small_grid:
+        return SMALL_GRID
+    if args.tuned_grid:
+        return TUNED_GRID_VGG if vgg else SCHEDULE_GRID
+    if args.slow_link_grid:
+        return SLOW_LINK_GRID_VGG if vgg else SLOW_LINK_GRID
+    return GRID
+
+
 def main():
     global MODEL, TARGET, GBIT, RANKS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -272,9 +285,7 @@ def main():
         plot_best(args, tmp)
         return
     results = {}
-    chosen = (SMALL_GRID if args.small_grid else
-              (TUNED_GRID_VGG if MODEL == "vgg_small" else SCHEDULE_GRID) if args.tuned_grid else
-              (SLOW_LINK_GRID_VGG if MODEL == "vgg_small" else SLOW_LINK_GRID) if args.slow_link_grid else GRID)
+    chosen = grid_for(args)
     # Every finished run is kept in <out>.partial.json at once; --resume takes those runs back (their
     # logs stay where that study wrote them), so that a study stopped half way loses nothing.
     partial = args.out + ".partial.json"
