@@ -22,6 +22,11 @@ struct WorldInfo {
 // Collective: every host of the run with the number of its ranks, in rank order of first appearance.
 std::vector<std::pair<std::string, int>> world_hosts();
 
+// Collective: how many cores this node's ranks may run on together (the
+// union of their affinity masks). More ranks (times threads) than that share
+// cores: oversubscribed.
+int node_cores();
+
 // Expands {job_id}, {job} and {ranks} in an output path, so runs under Slurm
 // name their files after the Slurm job.
 std::string expand_output_path(const std::string& pattern, const std::string& job_name);

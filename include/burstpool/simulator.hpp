@@ -26,6 +26,13 @@ struct Simulation {
   // Per rank, of busy_s: the capacity that its kernels leave unused at their
   // batch, busy seconds x (1 - utilisation) (include/burstpool/packing.hpp).
   std::vector<double> slack_s;
+  // Per core the ranks run on (with `cores`, the first min(cores, ranks),
+  // rank r on core r mod cores; else one per rank): the core time their work
+  // takes, each rank's profiled compute as if alone on the core (two ranks of
+  // a layer sharing a core each take twice as long, so the core works once
+  // per rank) and the gradient sums' copies. A core's free time is the step
+  // less this: what a background can have there.
+  std::vector<double> core_busy_s;
   // With `timeline`, the step as a timeline, in the form train --trace writes: each rank's
   // layers (busy), the time it spends in slice transfers and in the final
   // wait for gradient sums (busy, as the metrics count them), the sums in
@@ -59,12 +66,18 @@ Simulation simulate(const ModelSpec& spec, const ModelProfile& profile, const Pl
 // background job on those ranks could get.
 double idle_share(const Simulation& sim);
 
+// The mean over cores of the share of the step a core has free
+// (1 - core_busy_s / iteration_s, at least 0). With a core per rank it is
+// idle_share; with ranks sharing cores it is less: a rank idle while its
+// core-mate computes frees nothing.
+double free_core_share(const Simulation& sim);
+
 // The cluster throughput against data parallel alone
 // (include/burstpool/cluster_throughput.hpp) of a foreground simulated as
-// `fg`, at its own speed, beside a background that fills all of its idle
-// time: data_parallel's step over fg's, plus idle_share(fg). An upper bound
-// (a packing model scales the background's part down); it compares plans
-// for a run with a background, as plan = auto does.
+// `fg`, at its own speed, beside a background that fills all of its free core
+// time: data_parallel's step over fg's, plus free_core_share(fg). An upper
+// bound (a packing model scales the background's part down); it compares
+// plans for a run with a background, as plan = auto does.
 double cluster_throughput_bound(const Simulation& fg, const Simulation& data_parallel);
 
 // A background job on the same ranks as a simulated foreground, through a

@@ -3,9 +3,11 @@
 #include <cblas.h>
 #include <mpi.h>
 #include <omp.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -75,6 +77,27 @@ std::vector<std::pair<std::string, int>> world_hosts() {
       ++it->second;
   }
   return hosts;
+}
+
+int node_cores() {
+  // The affinity mask as words, so that the node's ranks can OR theirs together.
+  constexpr int kWords = CPU_SETSIZE / 64;
+  std::vector<unsigned long long> cpus(kWords, 0);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const bool known = sched_getaffinity(0, sizeof set, &set) == 0;
+  const int online = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (known ? CPU_ISSET(c, &set) : c < online) cpus[c / 64] |= 1ULL << (c % 64);
+  if (g_mpi) {
+    MPI_Comm node;
+    BP_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_world.rank, MPI_INFO_NULL, &node));
+    BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, cpus.data(), kWords, MPI_UNSIGNED_LONG_LONG, MPI_BOR, node));
+    MPI_Comm_free(&node);
+  }
+  int count = 0;
+  for (unsigned long long word : cpus) count += std::popcount(word);
+  return count;
 }
 
 void before_mpi_finalize(std::function<void()> fn) { g_before_finalize.push_back(std::move(fn)); }

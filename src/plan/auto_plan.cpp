@@ -107,15 +107,16 @@ std::string plan_file(const JobConfig& job, const std::string& cache, int ranks)
 }
 
 // The planner's predicted steps; with a background job, both plans
-// simulated for the rank time they leave idle.
+// simulated for the core time they leave free, on `cores` shared cores
+// (simulate's cores; 0: one per rank).
 AutoCandidates candidates(const JobConfig& job, const ModelSpec& spec, const ModelProfile& profile,
                           const PlanResult& plan, const PlanResult& dp, const LinkModel& p2p,
-                          const LinkModel& allreduce, bool background) {
+                          const LinkModel& allreduce, bool background, int cores) {
   AutoCandidates c{plan.iteration_s, dp.iteration_s};
   if (!background) return c;
   const double bucket = static_cast<double>(job.bucket_bytes);
-  const Simulation with_plan = simulate(spec, profile, plan.plan, p2p, allreduce, 0, false, bucket);
-  const Simulation with_dp = simulate(spec, profile, dp.plan, p2p, allreduce, 0, false, bucket);
+  const Simulation with_plan = simulate(spec, profile, plan.plan, p2p, allreduce, cores, false, bucket);
+  const Simulation with_dp = simulate(spec, profile, dp.plan, p2p, allreduce, cores, false, bucket);
   c.plan_cluster = cluster_throughput_bound(with_plan, with_dp);
   c.data_parallel_cluster = cluster_throughput_bound(with_dp, with_dp);
   return c;
@@ -156,6 +157,12 @@ AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
       w.size > 1 ? network(fmt::format("{}/network-{}ranks-{:016x}.json", cache, w.size, std::hash<std::string>{}(hosts)),
                            w.size, static_cast<double>(job.bucket_bytes))
                  : std::pair<LinkModel, LinkModel>{{1e-6, 1e10}, {1e-6, 1e10}};
+  // All ranks on this one node, more of them (times their threads) than its
+  // cores: they share cores, and a rank idle while its core-mate computes
+  // frees nothing a background could use (a plan that idles half the ranks
+  // frees no core when their cores run the other half).
+  const int node_cpus = node_cores();
+  const int cores = w.size == w.local_size && w.size * threads > node_cpus ? std::max(1, node_cpus / threads) : 0;
   std::vector<int> counts(spec.layers.size(), 1), firsts(spec.layers.size(), 0);
   double times[2] = {0, 0};
   AutoPlan result;
@@ -177,11 +184,14 @@ AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
     const PlanResult dp =
         plan_cost(spec, profile, o, data_parallel_plan(spec, std::min(w.size, job.batch_size), job.batch_size));
     const bool background = !job.background.job_path.empty();
+    if (background && cores > 0)
+      fmt::print("plan auto: {} ranks, {} thread{} each, share {} cores: the background's room simulated per core\n",
+                 w.size, threads, threads == 1 ? "" : "s", node_cpus);
     const std::string why =
         best.plan.layer_ranks == dp.plan.layer_ranks
             ? std::string()
-            : data_parallel_instead(candidates(job, spec, profile, best, dp, p2p, allreduce, background), background,
-                                    job.auto_min_gain);
+            : data_parallel_instead(candidates(job, spec, profile, best, dp, p2p, allreduce, background, cores),
+                                    background, job.auto_min_gain);
     if (!why.empty()) fmt::print("plan auto: {}: data parallel\n", why);
     const PlanResult& planned = why.empty() ? best : dp;
     for (size_t i = 0; i < spec.layers.size(); ++i) {

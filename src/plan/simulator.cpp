@@ -31,7 +31,8 @@ class StepSimulator {
                 const LinkModel& allreduce, int cores, bool timeline, double bucket_bytes)
       : spec_(spec), profile_(profile), plan_(plan), p2p_(p2p), allreduce_(allreduce), cores_(cores),
         timeline_(timeline), bucket_bytes_(bucket_bytes), ranks_(plan.ranks), batch_(plan.global_batch),
-        clock_(ranks_, 0.0), busy_(ranks_, 0.0), reduced_(ranks_, 0.0), slack_(ranks_, 0.0) {
+        clock_(ranks_, 0.0), busy_(ranks_, 0.0), reduced_(ranks_, 0.0), slack_(ranks_, 0.0),
+        core_busy_(cores > 0 ? std::min(cores, ranks_) : ranks_, 0.0) {
     for (const LayerProfile& l : profile.layers) prof_[l.name] = &l;
     double offset = 0;  // the model's flat parameters: layer after layer, in the spec's order
     for (const LayerSpec& l : spec.layers) {
@@ -103,11 +104,16 @@ class StepSimulator {
     return static_cast<double>(std::count_if(set.begin(), set.end(), [&](int s) { return s % cores_ == r % cores_; }));
   }
 
+  // The core rank r runs on: r mod cores, or its own.
+  size_t core_of(int r) const { return static_cast<size_t>(r) % core_busy_.size(); }
+
   void compute(const RankSet& set, const LayerProfile& lp, bool forward) {
     const std::vector<double>& ms = forward ? lp.forward_ms : lp.backward_ms;
     for (int r : set) {
       const int count = Plan::slice_of(set, r, batch_).count;
-      const double s = sharing(set, r) * profile_.seconds(ms, count);
+      const double alone = profile_.seconds(ms, count);
+      core_busy_[core_of(r)] += alone;
+      const double s = sharing(set, r) * alone;
       event(r, Track::main, [&] { return fmt::format("{} {}", forward ? "forward" : "backward", lp.name); },
             clock_[r], clock_[r] + s, true);
       clock_[r] += s;
@@ -176,6 +182,7 @@ class StepSimulator {
       event(r, Track::main, [&] { return "allreduce sums " + name; }, clock_[r], clock_[r] + core, true);
       clock_[r] += core;
       busy_[r] += core;
+      core_busy_[core_of(r)] += core;
     }
   }
 
@@ -207,6 +214,7 @@ class StepSimulator {
     for (int r = 0; r < ranks_; ++r) sim.iteration_s = std::max(sim.iteration_s, std::max(clock_[r], reduced_[r]));
     sim.busy_s = busy_;
     sim.slack_s = slack_;
+    sim.core_busy_s = core_busy_;
     for (int r = 0; r < ranks_; ++r) sim.idle_s.push_back(sim.iteration_s - busy_[r]);
     for (int r = 0; timeline_ && r < ranks_; ++r) {
       event(r, Track::gradient_sync, [] { return "allreduce wait"; }, clock_[r], reduced_[r], true);
@@ -229,6 +237,7 @@ class StepSimulator {
   const int ranks_, batch_;
   std::map<std::string, const LayerProfile*> prof_;
   std::vector<double> clock_, busy_, reduced_, slack_;  // per rank
+  std::vector<double> core_busy_;                       // per core (Simulation::core_busy_s)
   std::map<RankSet, double> group_free_;                // when each group's previous allreduce ends
   std::map<RankSet, Bucket> open_;                      // each group's bucket being gathered
   std::map<std::string, double> parameter_offset_;      // per layer: where its parameters begin, in bytes
@@ -260,9 +269,16 @@ double idle_share(const Simulation& sim) {
   return sum / static_cast<double>(sim.idle_s.size());
 }
 
+double free_core_share(const Simulation& sim) {
+  if (sim.core_busy_s.empty() || !(sim.iteration_s > 0)) return 0;
+  double sum = 0;
+  for (double busy : sim.core_busy_s) sum += std::clamp(1 - busy / sim.iteration_s, 0.0, 1.0);
+  return sum / static_cast<double>(sim.core_busy_s.size());
+}
+
 double cluster_throughput_bound(const Simulation& fg, const Simulation& data_parallel) {
   if (!(fg.iteration_s > 0)) throw Error("cluster_throughput_bound: the foreground's simulated step is not positive");
-  return cluster_throughput(1 / fg.iteration_s, 1 / data_parallel.iteration_s, idle_share(fg), 1);
+  return cluster_throughput(1 / fg.iteration_s, 1 / data_parallel.iteration_s, free_core_share(fg), 1);
 }
 
 BackgroundPrediction predict_background(const ForegroundRun& fg, const BackgroundRun& bg, const PackingModel& packing,

@@ -4,6 +4,7 @@
 # training with the plan it wrote, passed by hand, ends with the same
 # checkpoint bit for bit; the metrics give the plan's predicted and measured
 # step. A cached profile that does not load is named and measured again.
+# On 4 ranks over fewer cores the log says they share them.
 # Usage: plan_auto.sh BURSTPOOL_BINARY SOURCE_DIR
 set -u
 source "$(dirname "$0")/lib/harness.sh" "$@"
@@ -59,6 +60,20 @@ PY
   echo "ok   beside a background: $out"
 else
   fail "beside a background: $out $(grep 'plan auto' first.out)"
+fi
+# Four ranks on fewer cores share them: a rank idle while its core-mate
+# computes frees nothing a background could use, so beside one the two
+# candidates are simulated per core, and the log says so.
+timeout 300 mpirun -np 4 --oversubscribe "$bin" train "$work/job.ini" --steps 10 --plan auto \
+  --metrics "$work/four.json" --checkpoint "$work/four.h5" >four.out 2>&1 || fail "four ranks: $(tail -3 four.out)"
+cores=$(env -u OMP_NUM_THREADS nproc)  # nproc alone obeys OMP_NUM_THREADS
+if ((cores >= 4)); then
+  echo "ok   four ranks: not oversubscribed on $cores cores, nothing to check"
+elif grep -q "plan auto: 4 ranks, 1 thread each, share $cores cores: the background's room simulated per core" four.out &&
+  grep -q "plan auto: .* layers on fewer than 4 ranks" four.out; then
+  echo "ok   four ranks on $cores cores: $(grep -m1 'share' four.out | cut -c1-80)"
+else
+  fail "four ranks on $cores cores: $(grep 'plan auto' four.out)"
 fi
 run second --plan auto
 if grep -q "layer profile from burstpool-profiles/" second.out && grep -q "network profile from" second.out &&

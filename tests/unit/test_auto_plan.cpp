@@ -14,6 +14,7 @@ Simulation step(double iteration_s, std::vector<double> idle_s) {
   s.iteration_s = iteration_s;
   s.idle_s = std::move(idle_s);
   for (double idle : s.idle_s) s.busy_s.push_back(iteration_s - idle);
+  s.core_busy_s = s.busy_s;  // a core per rank
   return s;
 }
 
@@ -22,12 +23,17 @@ TEST(AutoPlan, IdleShareIsTheRanksMeanShareOfTheStep) {
   EXPECT_EQ(idle_share(step(0.010, {0, 0})), 0);
 }
 
-TEST(AutoPlan, TheClusterBoundIsSpeedAgainstDataParallelPlusIdleShare) {
+TEST(AutoPlan, TheClusterBoundIsSpeedAgainstDataParallelPlusFreeCoreShare) {
   const Simulation dp = step(0.012, {0.0012, 0.0012});  // idle 10%
   const Simulation plan = step(0.010, {0.002, 0.006});  // idle 40%, 1.2x data parallel's speed
   EXPECT_NEAR(cluster_throughput_bound(plan, dp), 1.2 + 0.4, 1e-12);
   EXPECT_NEAR(cluster_throughput_bound(dp, dp), 1.0 + 0.1, 1e-12);
   EXPECT_THROW(cluster_throughput_bound(step(0, {}), dp), Error);
+  // Four ranks on two cores, ranks 2 and 3 idle beside ranks 0 and 1 on
+  // their cores: the ranks idle 45% of the step on average, the cores 10%.
+  Simulation shared = step(0.010, {0.001, 0.001, 0.008, 0.008});
+  shared.core_busy_s = {0.009, 0.009};
+  EXPECT_NEAR(cluster_throughput_bound(shared, dp), 1.2 + 0.1, 1e-12);
 }
 
 TEST(AutoPlan, WithoutABackgroundThePlanMustBeFasterByTheMargin) {

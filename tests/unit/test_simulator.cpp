@@ -140,6 +140,40 @@ TEST(Simulator, RanksOnTheSameCoreShareIt) {
   EXPECT_NEAR(head.busy_s[1], data_layer, 1e-12);
 }
 
+// A core works once for each of its ranks: data parallel on four ranks and
+// two cores keeps each core busy with two ranks' slices; a plan that runs fc
+// and loss on ranks 0 and 1 leaves ranks 2 and 3 idle for most of the step,
+// but their cores run ranks 0 and 1 meanwhile: it frees no more core time
+// than data parallel, whatever its ranks' idle share says.
+TEST(Simulator, ARankIdleBesideItsCoreMateFreesNoCore) {
+  ModelSpec spec = parse_model_ini(kModel, "m.ini");
+  const LinkModel net{1e-5, 1e9};
+  const ModelProfile profile = profile_of(spec);
+  // Per rank 2 samples of (0.1 + 1 + 0.1) ms forward and twice that backward: 7.2 ms.
+  const Simulation dp = simulate(spec, profile, data_parallel_plan(spec, 4, 8), net, net, 2);
+  ASSERT_EQ(dp.core_busy_s.size(), 2u);
+  EXPECT_NEAR(dp.core_busy_s[0], 2 * 7.2e-3, 1e-12);
+  EXPECT_NEAR(dp.core_busy_s[1], 2 * 7.2e-3, 1e-12);
+  EXPECT_NEAR(free_core_share(dp), 1 - 14.4e-3 / dp.iteration_s, 1e-12);
+
+  Plan plan = data_parallel_plan(spec, 4, 8);
+  plan.layer_ranks[1] = {0, 1};  // fc and loss on 4 samples each on ranks 0 and 1 (cores 0 and 1)
+  plan.layer_ranks[2] = {0, 1};
+  const Simulation head = simulate(spec, profile, plan, net, net, 2);
+  // Core 0: rank 0's data slice (2 samples x 0.3 ms), its fc and loss (4 x 3.3 ms), rank 2's data slice.
+  EXPECT_NEAR(head.core_busy_s[0], 0.6e-3 + 13.2e-3 + 0.6e-3, 1e-12);
+  EXPECT_NEAR(head.core_busy_s[1], 14.4e-3, 1e-12);
+  EXPECT_GT(idle_share(head), 0.4);  // ranks 2 and 3 idle most of the step
+  EXPECT_NEAR(free_core_share(head), 1 - 14.4e-3 / head.iteration_s, 1e-12);
+  EXPECT_LT(free_core_share(head), 0.05);
+
+  // With a core per rank, a rank's core is free while it idles: the two agree.
+  const Simulation own = simulate(spec, profile, plan, net, net);
+  ASSERT_EQ(own.core_busy_s.size(), 4u);
+  EXPECT_NEAR(free_core_share(own), idle_share(own), 1e-12);
+  EXPECT_GT(free_core_share(own), 0.4);
+}
+
 // Two branches of a fork on disjoint ranks run at the same time: slices are
 // sent as soon as they are made, so rank 1 starts branch b while rank 0 runs
 // branch a, and each rank's gradient piece waits only for its own branch.
