@@ -103,8 +103,14 @@ Command add_simulate(CLI::App& app) {
             for (int r = 0; r < plan.ranks; ++r)
               fmt::print("rank {:>3}: busy {:8.3f} ms, idle {:8.3f} ms ({:.0f}% idle)\n", r, 1e3 * sim.busy_s[r],
                          1e3 * sim.idle_s[r], 100 * sim.idle_s[r] / sim.iteration_s);
+            if (args->cores > 0)  // with a core per rank the cores are the ranks above
+              for (size_t c = 0; c < sim.core_busy_s.size(); ++c)
+                fmt::print("core {:>3}: busy {:8.3f} ms ({:.0f}% free)\n", c, 1e3 * sim.core_busy_s[c],
+                           100 * std::max(0.0, 1 - sim.core_busy_s[c] / sim.iteration_s));
             nlohmann::json out = {{"iteration_s", sim.iteration_s}, {"busy_s", sim.busy_s}, {"idle_s", sim.idle_s},
-                                  {"slack_s", sim.slack_s}, {"ranks", plan.ranks}, {"global_batch", plan.global_batch}};
+                                  {"slack_s", sim.slack_s}, {"core_busy_s", sim.core_busy_s},
+                                  {"free_core_share", free_core_share(sim)}, {"ranks", plan.ranks},
+                                  {"global_batch", plan.global_batch}};
             if (!args->background.empty()) out["background"] = predict(*args, spec, profile, plan, sim, p2p, all);
             if (!args->out.empty()) write_json(args->out, out);
             if (!args->trace.empty()) {
