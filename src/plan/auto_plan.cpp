@@ -122,6 +122,22 @@ AutoCandidates candidates(const JobConfig& job, const ModelSpec& spec, const Mod
   return c;
 }
 
+// Collective. The cores the ranks share when all of them run on this one
+// node and they (times their threads) outnumber the cores they may use
+// together, for simulate's `cores`; else 0 (a core per rank). Only a
+// background job's candidates are simulated. A rank idle while its
+// core-mate computes frees nothing a background could use: a plan that
+// idles half the ranks frees no core when their cores run the other half.
+int shared_cores(int threads) {
+  const WorldInfo& w = world();
+  const int node_cpus = node_cores();  // collective: before any return
+  if (w.size != w.local_size || w.size * threads <= node_cpus) return 0;
+  if (w.rank == 0)
+    fmt::print("plan auto: {} ranks, {} thread{} each, share {} cores: a background's room is simulated per core\n",
+               w.size, threads, threads == 1 ? "" : "s", node_cpus);
+  return std::max(1, node_cpus / threads);
+}
+
 }  // namespace
 
 std::string data_parallel_instead(const AutoCandidates& c, bool background, double min_gain) {
@@ -157,12 +173,8 @@ AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
       w.size > 1 ? network(fmt::format("{}/network-{}ranks-{:016x}.json", cache, w.size, std::hash<std::string>{}(hosts)),
                            w.size, static_cast<double>(job.bucket_bytes))
                  : std::pair<LinkModel, LinkModel>{{1e-6, 1e10}, {1e-6, 1e10}};
-  // All ranks on this one node, more of them (times their threads) than its
-  // cores: they share cores, and a rank idle while its core-mate computes
-  // frees nothing a background could use (a plan that idles half the ranks
-  // frees no core when their cores run the other half).
-  const int node_cpus = node_cores();
-  const int cores = w.size == w.local_size && w.size * threads > node_cpus ? std::max(1, node_cpus / threads) : 0;
+  const bool background = !job.background.job_path.empty();
+  const int cores = background ? shared_cores(threads) : 0;
   std::vector<int> counts(spec.layers.size(), 1), firsts(spec.layers.size(), 0);
   double times[2] = {0, 0};
   AutoPlan result;
@@ -183,10 +195,6 @@ AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
     const PlanResult best = plan_model(spec, profile, o);
     const PlanResult dp =
         plan_cost(spec, profile, o, data_parallel_plan(spec, std::min(w.size, job.batch_size), job.batch_size));
-    const bool background = !job.background.job_path.empty();
-    if (background && cores > 0)
-      fmt::print("plan auto: {} ranks, {} thread{} each, share {} cores: the background's room simulated per core\n",
-                 w.size, threads, threads == 1 ? "" : "s", node_cpus);
     const std::string why =
         best.plan.layer_ranks == dp.plan.layer_ranks
             ? std::string()

@@ -69,7 +69,7 @@ timeout 300 mpirun -np 4 --oversubscribe "$bin" train "$work/job.ini" --steps 10
 cores=$(env -u OMP_NUM_THREADS nproc)  # nproc alone obeys OMP_NUM_THREADS
 if ((cores >= 4)); then
   echo "ok   four ranks: not oversubscribed on $cores cores, nothing to check"
-elif grep -q "plan auto: 4 ranks, 1 thread each, share $cores cores: the background's room simulated per core" four.out &&
+elif grep -q "plan auto: 4 ranks, 1 thread each, share $cores cores: a background's room is simulated per core" four.out &&
   grep -q "plan auto: .* layers on fewer than 4 ranks" four.out; then
   echo "ok   four ranks on $cores cores: $(grep -m1 'share' four.out | cut -c1-80)"
 else
