@@ -102,8 +102,10 @@ def ssgd(batch, lr, epochs):
 
 
 def learners(strategy, batch, lr, epochs=5, **extra):
+    # No evaluation interval here: the grids are built before --ranks is read, and a quarter epoch is
+    # RANKS x batch samples an iteration; run() sets it for the ranks it runs on.
     return {"sync.strategy": strategy, "train.learner_batch_size": batch, "train.epochs": epochs,
-            "train.eval_every": quarter_epoch(RANKS * batch), "optimizer.lr": lr, **extra}
+            "optimizer.lr": lr, **extra}
 
 
 # strategy label -> list of settings; batch is per learner except for ssgd (global). ssgd's
@@ -214,6 +216,8 @@ FLAGS = []  # the grid, repeats and network flags the study ran with, for its re
 
 
 def run(build, tmp, settings, log):
+    if "train.eval_every" not in settings:  # the learners: a quarter epoch of every rank's learner
+        settings = {**settings, "train.eval_every": quarter_epoch(RANKS * settings["train.learner_batch_size"])}
     # Progress records for the plot: about 12 per epoch (58 ssgd steps, ~1875 learner iterations an epoch).
     settings = {"train.log_every": max(1, settings["train.eval_every"] // 3), **settings}
     if settings["sync.strategy"] != "ssgd" and "train.batch_size" in settings:  # results written before the key
