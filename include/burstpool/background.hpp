@@ -97,8 +97,6 @@ std::string lower_thread_priority();
 // foreground thread on the same core it would hardly ever get to launch.
 bool idle_background_thread(const std::string& thread_priority, const std::string& device);
 
-// The cores the calling thread may run on (its affinity mask).
-int usable_cores();
 // The warning for ranks of which the most confined can run on `cores` cores
 // while their background job works on a device: that job's thread launches
 // the device's work and needs a core beside the foreground's. Empty when

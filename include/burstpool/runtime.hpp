@@ -22,6 +22,9 @@ struct WorldInfo {
 // Collective: every host of the run with the number of its ranks, in rank order of first appearance.
 std::vector<std::pair<std::string, int>> world_hosts();
 
+// The cores the calling thread may run on (its affinity mask).
+int usable_cores();
+
 // Collective: how many cores this node's ranks may run on together (the
 // union of their affinity masks). More ranks (times threads) than that share
 // cores: oversubscribed.

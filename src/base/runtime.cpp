@@ -21,6 +21,17 @@ namespace {
 WorldInfo g_world;
 bool g_mpi = false;
 std::vector<std::function<void()>> g_before_finalize;
+
+// The CPUs the calling thread may run on: its affinity mask, or every
+// online CPU where the mask cannot be read.
+cpu_set_t affinity() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return set;
+  const int online = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int c = 0; c < online && c < CPU_SETSIZE; ++c) CPU_SET(c, &set);
+  return set;
+}
 }  // namespace
 
 WorldInfo init_mpi(int* argc, char*** argv) {
@@ -79,16 +90,18 @@ std::vector<std::pair<std::string, int>> world_hosts() {
   return hosts;
 }
 
+int usable_cores() {
+  const cpu_set_t set = affinity();
+  return CPU_COUNT(&set);
+}
+
 int node_cores() {
   // The affinity mask as words, so that the node's ranks can OR theirs together.
   constexpr int kWords = CPU_SETSIZE / 64;
   std::vector<unsigned long long> cpus(kWords, 0);
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const bool known = sched_getaffinity(0, sizeof set, &set) == 0;
-  const int online = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const cpu_set_t set = affinity();
   for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (known ? CPU_ISSET(c, &set) : c < online) cpus[c / 64] |= 1ULL << (c % 64);
+    if (CPU_ISSET(c, &set)) cpus[c / 64] |= 1ULL << (c % 64);
   if (g_mpi) {
     MPI_Comm node;
     BP_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_world.rank, MPI_INFO_NULL, &node));

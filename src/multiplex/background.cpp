@@ -86,13 +86,6 @@ bool idle_background_thread(const std::string& thread_priority, const std::strin
   return thread_priority == "idle" || (thread_priority == "auto" && device == "cpu");
 }
 
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return static_cast<int>(std::thread::hardware_concurrency());
-  return CPU_COUNT(&set);
-}
-
 std::string binding_warning(int cores) {
   if (cores >= 2) return "";
   return fmt::format(

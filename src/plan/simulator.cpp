@@ -98,14 +98,13 @@ class StepSimulator {
     }
   }
 
-  // How many of the set's ranks are placed on rank r's core (rank r on core r mod cores).
-  double sharing(const RankSet& set, int r) const {
-    if (cores_ <= 0) return 1.0;
-    return static_cast<double>(std::count_if(set.begin(), set.end(), [&](int s) { return s % cores_ == r % cores_; }));
-  }
-
   // The core rank r runs on: r mod cores, or its own.
   size_t core_of(int r) const { return static_cast<size_t>(r) % core_busy_.size(); }
+
+  // How many of the set's ranks are placed on rank r's core.
+  double sharing(const RankSet& set, int r) const {
+    return static_cast<double>(std::count_if(set.begin(), set.end(), [&](int s) { return core_of(s) == core_of(r); }));
+  }
 
   void compute(const RankSet& set, const LayerProfile& lp, bool forward) {
     const std::vector<double>& ms = forward ? lp.forward_ms : lp.backward_ms;

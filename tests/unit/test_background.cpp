@@ -8,6 +8,7 @@
 
 #include "comm/wait.hpp"
 #include "burstpool/background.hpp"
+#include "burstpool/runtime.hpp"
 
 namespace burstpool {
 namespace {
