@@ -62,6 +62,7 @@ BACKGROUND_MODEL, BACKGROUND_BATCH = "vgg_small", 32
 # OMPI_MCA_mpi_yield_when_idle of the modes beside a background where ranks yield (--yield-beside-background):
 # "1" as alone, or "0" as docs/multiplexing.md advises (a yield inside MPI hands the core to the background).
 YIELD_BESIDE_BACKGROUND = "1"
+STEADY_LINK = False  # --steady-link: scripts/shaped-net.sh --steady
 
 
 def log(text):
@@ -98,8 +99,9 @@ def launch(point, cmd, yield_when_idle="1"):
     mpirun = ["mpirun", "-np", str(point["ranks"]), "--oversubscribe"]
     if point["gbit"] == "none":
         return run(mpirun + cmd, env)
-    return run([LAUNCHER, "--quiet", "--gbit", str(point["gbit"]), "--nodes", str(point["ranks"]), "--"] + mpirun + cmd,
-               env)
+    steady = ["--steady"] if STEADY_LINK else []
+    return run([LAUNCHER, "--quiet", *steady, "--gbit", str(point["gbit"]), "--nodes", str(point["ranks"]), "--"] +
+               mpirun + cmd, env)
 
 
 def train(build, tmp, point, mode):
@@ -311,6 +313,8 @@ def fewer_text(res):
 def report(results, args):
     yield_off = args.yield_beside_background == "0"
     yield_flag = " --yield-beside-background 0" if yield_off else ""
+    steady = args.steady_link
+    yield_flag += " --steady-link" if steady else ""
     yield_note = (" Shaped, the two modes beside the background run with OMPI_MCA_mpi_yield_when_idle=0 (as "
                   "docs/multiplexing.md advises: a yield inside MPI hands the core to the background), the alone "
                   "modes with scripts/shaped-net.sh's default of 1." if yield_off else "")
@@ -318,7 +322,9 @@ def report(results, args):
              f"Commit {args.commit}. Command: `python3 perf/shaped_study.py --rounds {args.rounds} --gbits {args.gbits} --ranks {args.ranks} "
              f"--models {args.models}{yield_flag}`. Medians of {args.rounds} rounds; each round runs the four modes side by side, "
              "in alternating order. `none`: plain mpirun over shared memory; a number: scripts/shaped-net.sh, one rank "
-             "per emulated node, that many Gbit/s per rank each way. More than 2 ranks share this machine's 2 cores "
+             "per emulated node, that many Gbit/s per rank each way" +
+             (" (`--steady`: bursts held to the rate too, so a sum after a pause moves at the rate, not at the "
+              "machine's speed up to the token bucket's depth)" if steady else "") + ". More than 2 ranks share this machine's 2 cores "
              "(oversubscribed, waits yield). Background: small-VGG at batch 32 per rank, `sync = none` (a replica per "
              "rank, no network). Cluster = fg shared / dp alone + bg shared / bg alone. Slowdown: the foreground's "
              "steps alone (its first steps, in the same run, under the same plan) against its steps beside the "
@@ -446,15 +452,19 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "shaped_study"))
     ap.add_argument("--yield-beside-background", choices=("0", "1"), default="1",
                     help="OMPI_MCA_mpi_yield_when_idle of burst_bg and dp_bg where ranks yield (alone modes: 1)")
+    ap.add_argument("--steady-link", action="store_true",
+                    help="shape with scripts/shaped-net.sh --steady (bursts held to the rate too)")
     ap.add_argument("--from-json", help="only write the report and plot again from a study's JSON")
     args = ap.parse_args()
-    global YIELD_BESIDE_BACKGROUND
+    global YIELD_BESIDE_BACKGROUND, STEADY_LINK
     YIELD_BESIDE_BACKGROUND = args.yield_beside_background
+    STEADY_LINK = args.steady_link
     if args.from_json:
         saved = json.load(open(args.from_json))
         args.commit, args.rounds = saved["commit"], saved["rounds"]
         args.gbits, args.ranks, args.models = saved["gbits"], saved["ranks"], saved["models"]
         args.yield_beside_background = saved.get("yield_beside_background", "1")
+        args.steady_link = saved.get("steady_link", False)
         write_outputs(saved["results"], args)
         return
     args.commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -483,7 +493,8 @@ def main():
                     json.dump({"results": results}, open(partial, "w"), indent=1)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     json.dump({"commit": args.commit, "rounds": args.rounds, "gbits": args.gbits, "ranks": args.ranks,
-               "models": args.models, "yield_beside_background": args.yield_beside_background, "results": results,
+               "models": args.models, "yield_beside_background": args.yield_beside_background,
+               "steady_link": args.steady_link, "results": results,
                "seconds": time.time() - start},
               open(args.out + ".json", "w"), indent=1)
     os.remove(partial)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The shaped-network testbed (scripts/shaped-net.sh): ranks land on their
 # emulated nodes; the network profile measured through it finds the rate that
-# was set (within 25%); a link whose token bucket is below the packet size
+# was set (within 25%); --steady holds a message after a pause to the rate;
+# a link whose token bucket is below the packet size
 # ends the profile with a message naming the stalled size instead of a silent
 # wait; the namespaces are gone afterwards, also after SIGTERM; a user without
 # root is told so in one line. Exits 77 (skipped) where namespaces or tc
@@ -56,6 +57,23 @@ PY
   ); then echo "ok   measured through the testbed: $out"; else fail "rate: $out"; fi
 else
   fail "profile under shaping: $(tail -3 profile.out)"
+fi
+
+# The token bucket alone passes a message up to its depth (256 KiB) at the
+# machine's speed; --steady holds it to the rate: a 256 KiB message one way
+# takes at least 75% of the time the rate gives it (0.5 Gbit/s: 4.2 ms).
+one_way_256k() {  # the profile's one-way time of 256 KiB in ms, from $1
+  python3 -c 'import json, sys
+print("%.2f" % next(s["seconds"] * 1e3 for s in json.load(open(sys.argv[1]))["samples"] if s["kind"] == "p2p" and s["bytes"] == 262144))' "$1"
+}
+if timeout 120 "$launcher" --steady --gbit $gbit -- mpirun -np 2 "$bin" profile --network --max-bytes 1048576 \
+  --out steady.json >steady.out 2>&1 && steady=$(one_way_256k steady.json) && bucket=$(one_way_256k net.json); then
+  ideal=$(awk -v g=$gbit 'BEGIN { printf "%.2f", 262144 * 8 / (g * 1e9) * 1e3 }')
+  awk -v s="$steady" -v i="$ideal" 'BEGIN { exit !(s >= 0.75 * i) }' &&
+    echo "ok   --steady: 256 KiB one way in $steady ms (rate: $ideal ms; the bucket alone: $bucket ms)" ||
+    fail "--steady: 256 KiB one way in $steady ms, under 75% of the rate's $ideal ms"
+else
+  fail "profile under --steady shaping: $(tail -3 steady.out)"
 fi
 
 # A bucket below the packet size stalls large messages: an error, in bounded time.
