@@ -68,6 +68,8 @@ def samples(study, sims, keep):
                 s, m = sims[(i, r, plan)], row[mode]
                 out.append({"label": f"{p['model']} {p['batch']} at {p['gbit']}, round {r + 1}, beside {BESIDE[plan]}",
                             "idle_share": s["idle_share"], "slack_share": s["slack_share"],
+                            "step_s": s["step_s"],
+                            "idle_gaps_s": [[round(g, 7) for g in rank] for rank in s["idle_gaps_s"]],
                             "background_share": m["bg"] / m["bg_alone"], "foreground_slowdown": m["slowdown"]})
     return out
 
@@ -100,7 +102,8 @@ def report(study, shipped, held_out, overall, args):
              "the other foreground models' runs only (out of sample); errors are medians over rounds of each "
              "round's prediction against that round's run.", "",
              f"Fitted to every model's runs: base share {coeff['base_share']:.3f}, idle efficiency "
-             f"{coeff['idle_efficiency']:.3f} (shipped model: see jobs/profiles/packing.cpu.json).", "",
+             f"{coeff['idle_efficiency']:.3f}, each idle stretch less {1e3 * coeff.get('gap_cost_s', 0):.2f} ms "
+             "(shipped model: see jobs/profiles/packing.cpu.json).", "",
              "| model | batch | ranks | Gbit/s | beside | measured | shipped model | error | held-out fit | error |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     counts = {"shipped": 0, "held": 0, "n": 0}

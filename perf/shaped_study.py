@@ -52,6 +52,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.path.join(ROOT, "jobs", "models")
 LAUNCHER = os.path.join(ROOT, "scripts", "shaped-net.sh")
 PACKING = os.path.join(ROOT, "jobs", "profiles", "packing.cpu.json")
+PACKING_USED = PACKING  # --packing: the model the background's predictions use
 ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OPENBLAS_CORETYPE="Haswell",
            OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 ENV.pop("OMPI_MCA_mpi_yield_when_idle", None)
@@ -179,7 +180,7 @@ def measure_round(build, tmp, point, r):
                          cluster_vs_dp_in_run=m["cluster_throughput_vs_data_parallel"],
                          shared_steps=b.get("shared_steps", 0))
         row[mode] = entry
-    row.update(simulate_round(build, tmp, point))
+    row.update(simulate_round(build, tmp, point, PACKING_USED))
     return row
 
 
@@ -208,6 +209,8 @@ def simulate_round(build, tmp, point, packing=PACKING):
                                  "bg_shared": s["background"]["shared_samples_per_second"],
                                  "bg_alone": s["background"]["alone_samples_per_second"],
                                  "idle_share": s["background"]["idle_share"],
+                                 "usable_idle_share": s["background"].get("usable_idle_share"),
+                                 "idle_gaps_s": s["background"].get("idle_gaps_s"),
                                  "slack_share": s["background"]["slack_share"]}
                           for mode, s in sims.items()}}
 
@@ -315,6 +318,7 @@ def report(results, args):
     yield_flag = " --yield-beside-background 0" if yield_off else ""
     steady = args.steady_link
     yield_flag += " --steady-link" if steady else ""
+    yield_flag += f" --packing {args.packing}" if args.packing != os.path.relpath(PACKING, ROOT) else ""
     yield_note = (" Shaped, the two modes beside the background run with OMPI_MCA_mpi_yield_when_idle=0 (as "
                   "docs/multiplexing.md advises: a yield inside MPI hands the core to the background), the alone "
                   "modes with scripts/shaped-net.sh's default of 1." if yield_off else "")
@@ -361,7 +365,7 @@ def report(results, args):
               "with the round's profiles and plan; error: the median over rounds of each round's prediction against that round's run (a study "
               "saved before rounds kept their own predictions: the medians' error). The planner's own prediction "
               "is the metrics' `predicted_step_seconds`. Background beside the foreground: "
-              "`--background-independent --packing jobs/profiles/packing.cpu.json`.", "",
+              f"`--background-independent --packing {args.packing}`.", "",
               "| model | batch | ranks | Gbit/s | net fit Gbit/s | dp step ms: measured, simulated, error | "
               "burst step ms: measured, simulated, error, planner's | bg samples/s beside dp: measured, simulated, error | "
               "beside burst: measured, simulated, error | auto against the best alone mode |",
@@ -452,19 +456,23 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "shaped_study"))
     ap.add_argument("--yield-beside-background", choices=("0", "1"), default="1",
                     help="OMPI_MCA_mpi_yield_when_idle of burst_bg and dp_bg where ranks yield (alone modes: 1)")
+    ap.add_argument("--packing", default=os.path.relpath(PACKING, ROOT),
+                    help="the packing model for the background's predictions (a path from the repository's root)")
     ap.add_argument("--steady-link", action="store_true",
                     help="shape with scripts/shaped-net.sh --steady (bursts held to the rate too)")
     ap.add_argument("--from-json", help="only write the report and plot again from a study's JSON")
     args = ap.parse_args()
-    global YIELD_BESIDE_BACKGROUND, STEADY_LINK
+    global YIELD_BESIDE_BACKGROUND, STEADY_LINK, PACKING_USED
     YIELD_BESIDE_BACKGROUND = args.yield_beside_background
     STEADY_LINK = args.steady_link
+    PACKING_USED = os.path.join(ROOT, args.packing)
     if args.from_json:
         saved = json.load(open(args.from_json))
         args.commit, args.rounds = saved["commit"], saved["rounds"]
         args.gbits, args.ranks, args.models = saved["gbits"], saved["ranks"], saved["models"]
         args.yield_beside_background = saved.get("yield_beside_background", "1")
         args.steady_link = saved.get("steady_link", False)
+        args.packing = saved.get("packing", os.path.relpath(PACKING, ROOT))
         write_outputs(saved["results"], args)
         return
     args.commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -494,7 +502,7 @@ def main():
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     json.dump({"commit": args.commit, "rounds": args.rounds, "gbits": args.gbits, "ranks": args.ranks,
                "models": args.models, "yield_beside_background": args.yield_beside_background,
-               "steady_link": args.steady_link, "results": results,
+               "steady_link": args.steady_link, "packing": args.packing, "results": results,
                "seconds": time.time() - start},
               open(args.out + ".json", "w"), indent=1)
     os.remove(partial)

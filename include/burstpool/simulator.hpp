@@ -33,6 +33,13 @@ struct Simulation {
   // per rank) and the gradient sums' copies. A core's free time is the step
   // less this: what a background can have there.
   std::vector<double> core_busy_s;
+  // Per rank: the stretches of the step in which its core does none of the
+  // foreground's work (no layer, no sums' copies): waiting for slices, for
+  // batch-norm and gradient sums, for the other ranks. Steps follow each
+  // other, so a rank's stretch at the end of the step and the one at its
+  // start are one (listed last). They add up to idle_s. What a background
+  // gets of them depends on how long each is (PackingModel::gap_cost_s).
+  std::vector<std::vector<double>> idle_gaps_s;
   // With `timeline`, the step as a timeline, in the form train --trace writes: each rank's
   // layers (busy), the time it spends in slice transfers and in the final
   // wait for gradient sums (busy, as the metrics count them), the sums in
@@ -97,6 +104,7 @@ struct BackgroundPrediction {
   double alone_samples_per_second = 0;   // the background on all ranks by itself
   double shared_samples_per_second = 0;  // beside the foreground
   double idle_share = 0;                 // mean over ranks of idle / foreground step
+  double usable_idle_share = 0;          // the same, each idle stretch less the packing model's gap cost
   double slack_share = 0;                // mean over ranks of slack / foreground step
   double foreground_slowdown = 1;        // the packing model's
   double foreground_alone_samples_per_second = 0;          // under its plan

@@ -39,9 +39,10 @@ nlohmann::json predict(const SimulateArgs& args, const ModelSpec& spec, const Mo
   const BackgroundPrediction b =
       predict_background(fg, {&bg_spec, &bg_profile, bg.batch_size, args.independent}, packing, p2p, all);
   fmt::print("background '{}' ({}): {:.0f} samples/s alone on {} ranks, {:.0f} beside the foreground (idle {:.0f}%, "
-             "slack {:.0f}% of rank time)\n",
+             "{:.0f}% after {:.2f} ms per idle stretch, slack {:.0f}% of rank time)\n",
              bg.name, args.independent ? "a replica per rank" : "data parallel", b.alone_samples_per_second,
-             plan.ranks, b.shared_samples_per_second, 100 * b.idle_share, 100 * b.slack_share);
+             plan.ranks, b.shared_samples_per_second, 100 * b.idle_share, 100 * b.usable_idle_share,
+             1e3 * packing.gap_cost_s, 100 * b.slack_share);
   fmt::print("foreground: {:.0f} samples/s under its plan alone, {:.0f} beside the background (slowdown {:.3f}); "
              "data parallel alone {:.0f}\n",
              b.foreground_alone_samples_per_second, b.foreground_shared_samples_per_second, b.foreground_slowdown,
@@ -54,6 +55,9 @@ nlohmann::json predict(const SimulateArgs& args, const ModelSpec& spec, const Mo
           {"alone_samples_per_second", b.alone_samples_per_second},
           {"shared_samples_per_second", b.shared_samples_per_second},
           {"idle_share", b.idle_share},
+          {"usable_idle_share", b.usable_idle_share},
+          {"idle_gaps_s", sim.idle_gaps_s},
+          {"step_s", sim.iteration_s},
           {"slack_share", b.slack_share},
           {"foreground_slowdown", b.foreground_slowdown},
           {"foreground_alone_samples_per_second", b.foreground_alone_samples_per_second},
@@ -65,6 +69,7 @@ nlohmann::json predict(const SimulateArgs& args, const ModelSpec& spec, const Mo
                        {"base_share", packing.base_share},
                        {"idle_efficiency", packing.idle_efficiency},
                        {"busy_efficiency", packing.busy_efficiency},
+                       {"gap_cost_s", packing.gap_cost_s},
                        {"calibration", packing.calibration}}}};
 }
 }  // namespace

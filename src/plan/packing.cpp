@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -78,22 +79,74 @@ Coefficients fit_non_negative(const std::vector<PackingSample>& s, const std::ve
   return best;
 }
 
+// A sample's optional "step_s" (> 0) and "idle_gaps_s" (per rank, lists of
+// seconds >= 0).
+void read_gaps(const nlohmann::json& s, const std::string& where, PackingSample& p) {
+  p.step_s = number(s, "step_s", where);
+  const nlohmann::json& gaps = s["idle_gaps_s"];
+  const auto bad = [&] {
+    return Error(fmt::format("{}: \"idle_gaps_s\" must be a list per rank of idle stretches in seconds (>= 0), "
+                             "with \"step_s\" > 0", where));
+  };
+  if (!(p.step_s > 0) || !gaps.is_array()) throw bad();
+  for (const nlohmann::json& rank : gaps) {
+    if (!rank.is_array()) throw bad();
+    p.idle_gaps_s.emplace_back();
+    for (const nlohmann::json& g : rank) {
+      if (!g.is_number() || !(g.get<double>() >= 0)) throw bad();
+      p.idle_gaps_s.back().push_back(g.get<double>());
+    }
+  }
+}
+
+// The samples with their idle share counted as usable after `gap_cost_s`.
+std::vector<PackingSample> with_gap_cost(const std::vector<PackingSample>& samples, double gap_cost_s) {
+  std::vector<PackingSample> out = samples;
+  for (PackingSample& p : out) p.idle_share = usable_idle_share(p.idle_gaps_s, p.step_s, gap_cost_s);
+  return out;
+}
+
+bool has_gaps(const PackingSample& p) { return p.step_s > 0 && !p.idle_gaps_s.empty(); }
+
 }  // namespace
+
+double usable_idle_share(const std::vector<std::vector<double>>& idle_gaps_s, double step_s, double gap_cost_s) {
+  if (idle_gaps_s.empty() || !(step_s > 0)) return 0;
+  double usable = 0;
+  for (const std::vector<double>& rank : idle_gaps_s)
+    for (double gap : rank) usable += std::max(0.0, gap - gap_cost_s);
+  return usable / step_s / static_cast<double>(idle_gaps_s.size());
+}
 
 PackingModel fit_packing(const std::vector<PackingSample>& samples, const std::string& device) {
   if (samples.empty()) throw Error("fit_packing: no measured runs to fit to");
   PackingModel m;
   m.device = device;
-  const Coefficients c = fit_non_negative(samples, device == "cpu" ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2});
+  const std::vector<int> free = device == "cpu" ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2};
+  Coefficients c = fit_non_negative(samples, free);
+  if (std::all_of(samples.begin(), samples.end(), has_gaps)) {
+    constexpr double kStep = 20e-6, kLargest = 20e-3;
+    double best = std::numeric_limits<double>::infinity();
+    for (int k = 0; k * kStep <= kLargest + 1e-12; ++k) {
+      const std::vector<PackingSample> usable = with_gap_cost(samples, k * kStep);
+      const Coefficients here = fit_non_negative(usable, free);
+      const double r = residual(here, usable);
+      if (r < best - 1e-15) best = r, c = here, m.gap_cost_s = k * kStep;
+    }
+  }
   m.base_share = c[0], m.idle_efficiency = c[1], m.busy_efficiency = c[2];
   double slowdown = 0;
-  std::string labels;
-  for (const PackingSample& p : samples) {
-    slowdown += p.foreground_slowdown;
-    labels += (labels.empty() ? "" : ", ") + p.label;
+  std::string labels;  // the first few; the file's samples name them all
+  constexpr size_t kNamed = 4;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    slowdown += samples[i].foreground_slowdown;
+    if (i < kNamed) labels += (i ? ", " : "") + samples[i].label;
   }
+  if (samples.size() > kNamed) labels += fmt::format(" and {} more", samples.size() - kNamed);
   m.foreground_slowdown = slowdown / static_cast<double>(samples.size());
-  m.calibration = fmt::format("fitted to {} measured run(s): {}", samples.size(), labels);
+  m.calibration = fmt::format("fitted to {} measured run(s){}: {}", samples.size(),
+                              m.gap_cost_s > 0 ? fmt::format(", idle stretches less {:.2f} ms", 1e3 * m.gap_cost_s) : "",
+                              labels);
   return m;
 }
 
@@ -103,18 +156,22 @@ double background_share(const PackingModel& m, double idle_share, double slack_s
 
 void save_packing(const PackingModel& m, const std::vector<PackingSample>& samples, const std::string& path) {
   nlohmann::json list = nlohmann::json::array();
-  for (const PackingSample& p : samples)
-    list.push_back({{"label", p.label},
-                    {"idle_share", p.idle_share},
-                    {"slack_share", p.slack_share},
-                    {"background_share", p.background_share},
-                    {"foreground_slowdown", p.foreground_slowdown}});
+  for (const PackingSample& p : samples) {
+    nlohmann::json one = {{"label", p.label},
+                          {"idle_share", p.idle_share},
+                          {"slack_share", p.slack_share},
+                          {"background_share", p.background_share},
+                          {"foreground_slowdown", p.foreground_slowdown}};
+    if (has_gaps(p)) one["step_s"] = p.step_s, one["idle_gaps_s"] = p.idle_gaps_s;
+    list.push_back(one);
+  }
   write_json(path, {{"format", "burstpool-packing"},
                     {"device", m.device},
                     {"base_share", m.base_share},
                     {"idle_efficiency", m.idle_efficiency},
                     {"busy_efficiency", m.busy_efficiency},
                     {"foreground_slowdown", m.foreground_slowdown},
+                    {"gap_cost_s", m.gap_cost_s},
                     {"calibration", m.calibration},
                     {"samples", list}});
 }
@@ -130,8 +187,9 @@ PackingModel load_packing(const std::string& path) {
   m.idle_efficiency = number(j, "idle_efficiency", path);
   m.busy_efficiency = number(j, "busy_efficiency", path);
   m.foreground_slowdown = number(j, "foreground_slowdown", path);
-  if (m.base_share < 0 || m.idle_efficiency < 0 || m.busy_efficiency < 0)
-    throw Error(fmt::format("{}: base_share and the efficiencies must be >= 0", path));
+  if (j.contains("gap_cost_s")) m.gap_cost_s = number(j, "gap_cost_s", path);
+  if (m.base_share < 0 || m.idle_efficiency < 0 || m.busy_efficiency < 0 || m.gap_cost_s < 0)
+    throw Error(fmt::format("{}: base_share, the efficiencies and gap_cost_s must be >= 0", path));
   if (m.foreground_slowdown < 1e-3) throw Error(fmt::format("{}: \"foreground_slowdown\" must be positive", path));
   m.calibration = j.value("calibration", std::string("from ") + path);
   return m;
@@ -152,6 +210,7 @@ std::vector<PackingSample> load_packing_samples(const std::string& path) {
     p.slack_share = number(s, "slack_share", where);
     p.background_share = number(s, "background_share", where);
     p.foreground_slowdown = number(s, "foreground_slowdown", where);
+    if (s.contains("idle_gaps_s")) read_gaps(s, where, p);
     out.push_back(p);
   }
   return out;

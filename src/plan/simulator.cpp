@@ -32,7 +32,7 @@ class StepSimulator {
       : spec_(spec), profile_(profile), plan_(plan), p2p_(p2p), allreduce_(allreduce), cores_(cores),
         timeline_(timeline), bucket_bytes_(bucket_bytes), ranks_(plan.ranks), batch_(plan.global_batch),
         clock_(ranks_, 0.0), busy_(ranks_, 0.0), reduced_(ranks_, 0.0), slack_(ranks_, 0.0),
-        core_busy_(cores > 0 ? std::min(cores, ranks_) : ranks_, 0.0) {
+        core_busy_(cores > 0 ? std::min(cores, ranks_) : ranks_, 0.0), work_(ranks_) {
     for (const LayerProfile& l : profile.layers) prof_[l.name] = &l;
     double offset = 0;  // the model's flat parameters: layer after layer, in the spec's order
     for (const LayerSpec& l : spec.layers) {
@@ -113,6 +113,7 @@ class StepSimulator {
       const double alone = profile_.seconds(ms, count);
       core_busy_[core_of(r)] += alone;
       const double s = sharing(set, r) * alone;
+      work_[r].emplace_back(clock_[r], clock_[r] + s);
       event(r, Track::main, [&] { return fmt::format("{} {}", forward ? "forward" : "backward", lp.name); },
             clock_[r], clock_[r] + s, true);
       clock_[r] += s;
@@ -179,10 +180,30 @@ class StepSimulator {
       event(r, Track::gradient_sync, [&] { return "allreduce " + name; }, start, end, false);
       if (core <= 0) continue;
       event(r, Track::main, [&] { return "allreduce sums " + name; }, clock_[r], clock_[r] + core, true);
+      work_[r].emplace_back(clock_[r], clock_[r] + core);
       clock_[r] += core;
       busy_[r] += core;
       core_busy_[core_of(r)] += core;
     }
+  }
+
+  // The stretches of [0, step] that `work` (one rank's, in the order done,
+  // not overlapping) leaves free, the one ending the step joined to the one
+  // starting it.
+  static std::vector<double> gaps_between(const std::vector<std::pair<double, double>>& work, double step) {
+    std::vector<double> gaps;
+    double at = 0;
+    for (const auto& [start, end] : work) {
+      if (start > at) gaps.push_back(start - at);
+      at = std::max(at, end);
+    }
+    const double last = step - at;
+    const bool starts_free = !work.empty() && work.front().first > 0;
+    if (last > 0 && starts_free)
+      gaps.front() += last, std::rotate(gaps.begin(), gaps.begin() + 1, gaps.end());
+    else if (last > 0)
+      gaps.push_back(last);
+    return gaps;
   }
 
   void backward(const LayerSpec& l) {
@@ -214,7 +235,10 @@ class StepSimulator {
     sim.busy_s = busy_;
     sim.slack_s = slack_;
     sim.core_busy_s = core_busy_;
-    for (int r = 0; r < ranks_; ++r) sim.idle_s.push_back(sim.iteration_s - busy_[r]);
+    for (int r = 0; r < ranks_; ++r) {
+      sim.idle_s.push_back(sim.iteration_s - busy_[r]);
+      sim.idle_gaps_s.push_back(gaps_between(work_[r], sim.iteration_s));
+    }
     for (int r = 0; timeline_ && r < ranks_; ++r) {
       event(r, Track::gradient_sync, [] { return "allreduce wait"; }, clock_[r], reduced_[r], true);
       std::vector<TraceEvent> gaps = idle_gaps(events_, r, 0, sim.iteration_s);
@@ -237,6 +261,7 @@ class StepSimulator {
   std::map<std::string, const LayerProfile*> prof_;
   std::vector<double> clock_, busy_, reduced_, slack_;  // per rank
   std::vector<double> core_busy_;                       // per core (Simulation::core_busy_s)
+  std::vector<std::vector<std::pair<double, double>>> work_;  // per rank: when its core worked
   std::map<RankSet, double> group_free_;                // when each group's previous allreduce ends
   std::map<RankSet, Bucket> open_;                      // each group's bucket being gathered
   std::map<std::string, double> parameter_offset_;      // per layer: where its parameters begin, in bytes
@@ -302,8 +327,10 @@ BackgroundPrediction predict_background(const ForegroundRun& fg, const Backgroun
   double slack = 0;
   for (int r = 0; r < R; ++r) slack += s.slack_s[r] / s.iteration_s;
   b.idle_share = idle_share(s);
+  b.usable_idle_share = usable_idle_share(s.idle_gaps_s, s.iteration_s, packing.gap_cost_s);
   b.slack_share = slack / R;
-  b.shared_samples_per_second = background_share(packing, b.idle_share, b.slack_share) * b.alone_samples_per_second;
+  b.shared_samples_per_second =
+      background_share(packing, b.usable_idle_share, b.slack_share) * b.alone_samples_per_second;
   b.foreground_slowdown = packing.foreground_slowdown;
   b.foreground_alone_samples_per_second = fg.global_batch / s.iteration_s;
   b.foreground_shared_samples_per_second = b.foreground_alone_samples_per_second / b.foreground_slowdown;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <tuple>
 
 #include "burstpool/cluster_throughput.hpp"
 #include "burstpool/error.hpp"
@@ -66,6 +67,50 @@ TEST(PackingFit, CoefficientsStayNonNegative) {
   EXPECT_EQ(dp.idle_efficiency, 0);
 }
 
+TEST(PackingFit, UsableIdleShareCountsEachStretchLessItsCost) {
+  // Two ranks, a 10 ms step: rank 0 idles 0.5 ms and 4 ms, rank 1 6 ms in one stretch.
+  const std::vector<std::vector<double>> gaps = {{0.5e-3, 4e-3}, {6e-3}};
+  EXPECT_NEAR(usable_idle_share(gaps, 10e-3, 0), (4.5 + 6) / 10 / 2, 1e-12);
+  EXPECT_NEAR(usable_idle_share(gaps, 10e-3, 1e-3), (0 + 3 + 5) / 10.0 / 2, 1e-12);
+  EXPECT_EQ(usable_idle_share(gaps, 10e-3, 7e-3), 0);
+  EXPECT_EQ(usable_idle_share({}, 10e-3, 0), 0);
+  EXPECT_EQ(usable_idle_share(gaps, 0, 0), 0);
+}
+
+TEST(PackingFit, FindsTheGapCostWhereTheSamplesHaveTheirStretches) {
+  // Made from share = 0.03 + 0.9 x usable idle share with stretches less 1.5 ms:
+  // short waits (LeNet-5 on a slow link) give a background little, long ones
+  // nearly all; no single efficiency without a cost fits both.
+  std::vector<PackingSample> s;
+  for (auto [gap, count, step] : {std::tuple{0.8e-3, 3, 4e-3}, {2e-3, 2, 6e-3}, {30e-3, 1, 100e-3},
+                                  {300e-3, 1, 400e-3}, {5e-3, 4, 50e-3}}) {
+    PackingSample p;
+    p.label = "x";
+    p.step_s = step;
+    p.idle_gaps_s = {std::vector<double>(count, gap), std::vector<double>(count, gap)};
+    p.idle_share = count * gap / step;
+    p.background_share = 0.03 + 0.9 * usable_idle_share(p.idle_gaps_s, step, 1.5e-3);
+    s.push_back(p);
+  }
+  const PackingModel m = fit_packing(s, "cpu");
+  EXPECT_NEAR(m.gap_cost_s, 1.5e-3, 1e-9);
+  EXPECT_NEAR(m.base_share, 0.03, 1e-9);
+  EXPECT_NEAR(m.idle_efficiency, 0.9, 1e-9);
+  EXPECT_NE(m.calibration.find("less 1.50 ms"), std::string::npos) << m.calibration;
+  // One sample without its stretches: the plain idle share, no cost.
+  s.push_back({"no stretches", 0.2, 0, 0.2, 1});
+  EXPECT_EQ(fit_packing(s, "cpu").gap_cost_s, 0);
+  // The cost and the stretches survive the file.
+  s.pop_back();
+  const std::string path = testing::TempDir() + "packing_gaps.json";
+  save_packing(m, s, path);
+  EXPECT_NEAR(load_packing(path).gap_cost_s, 1.5e-3, 1e-15);
+  const std::vector<PackingSample> back = load_packing_samples(path);
+  ASSERT_EQ(back.size(), s.size());
+  EXPECT_EQ(back[0].idle_gaps_s, s[0].idle_gaps_s);
+  EXPECT_NEAR(fit_packing(back, "cpu").gap_cost_s, 1.5e-3, 1e-9);
+}
+
 TEST(PackingFit, RefusesNoSamples) { EXPECT_THROW(fit_packing({}, "cpu"), Error); }
 
 TEST(PackingFile, RoundTripsAndNamesBadKeys) {
@@ -89,6 +134,17 @@ TEST(PackingFile, RoundTripsAndNamesBadKeys) {
     EXPECT_NE(std::string(e.what()).find("\"idle_efficiency\" must be a finite number"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
   }
+  // A file from before the gap cost loads with none; a negative one is refused.
+  f = std::fopen(path.c_str(), "w");
+  std::fputs("{\"format\": \"burstpool-packing\", \"device\": \"cpu\", \"base_share\": 0.1, \"idle_efficiency\": 0.5, "
+             "\"busy_efficiency\": 0, \"foreground_slowdown\": 1.1}", f);
+  std::fclose(f);
+  EXPECT_EQ(load_packing(path).gap_cost_s, 0);
+  f = std::fopen(path.c_str(), "w");
+  std::fputs("{\"format\": \"burstpool-packing\", \"device\": \"cpu\", \"base_share\": 0.1, \"idle_efficiency\": 0.5, "
+             "\"busy_efficiency\": 0, \"foreground_slowdown\": 1.1, \"gap_cost_s\": -1}", f);
+  std::fclose(f);
+  EXPECT_THROW(load_packing(path), Error);
 }
 
 }  // namespace

@@ -220,6 +220,38 @@ Plan head_on_rank_1(const ModelSpec& spec) {
   return plan;
 }
 
+TEST(Simulator, IdleStretchesAreListedPerRankAndJoinAcrossSteps) {
+  ModelSpec spec = parse_model_ini(kModel, "m.ini");
+  const LinkModel net{1e-5, 1e9};
+  const double move = 1e-5 + 4 * 1000 / 1e9;
+  // Rank 1 waits once, for rank 0's 4 samples after data's forward; rank 0
+  // works 1.2 ms (data forward and backward on its 4 samples) and then waits
+  // out the step: one stretch each.
+  const Simulation head = simulate(spec, profile_of(spec), head_on_rank_1(spec), net, net);
+  ASSERT_EQ(head.idle_gaps_s.size(), 2u);
+  ASSERT_EQ(head.idle_gaps_s[1].size(), 1u);
+  EXPECT_NEAR(head.idle_gaps_s[1][0], move, 1e-12);
+  ASSERT_EQ(head.idle_gaps_s[0].size(), 1u);
+  EXPECT_NEAR(head.idle_gaps_s[0][0], head.iteration_s - 1.2e-3, 1e-12);
+  // Data on rank 1 alone: rank 0 waits at the start of the step for its
+  // slice (data's forward on 8 samples and a move) and at its end for rank
+  // 1's data backward and fc's gradient sum. The two are one stretch, since
+  // the next step's wait follows this step's.
+  Plan tail = data_parallel_plan(spec, 2, 8);
+  tail.layer_ranks[0] = {1};
+  const Simulation s = simulate(spec, profile_of(spec), tail, net, net);
+  ASSERT_EQ(s.idle_gaps_s[0].size(), 1u);
+  const double start = 8 * 0.1e-3 + move;
+  const double work = 4 * (1.0 + 0.1 + 0.2 + 2.0) * 1e-3;
+  EXPECT_NEAR(s.idle_gaps_s[0][0], s.iteration_s - work, 1e-12);
+  EXPECT_GT(s.idle_gaps_s[0][0], start + 1e-5);
+  for (int r = 0; r < 2; ++r) {
+    double sum = 0;
+    for (double g : s.idle_gaps_s[r]) sum += g;
+    EXPECT_NEAR(sum, s.idle_s[r], 1e-12) << "rank " << r;
+  }
+}
+
 TEST(Simulator, BackgroundFillsIdleRankTimeAsThePackingModelSays) {
   ModelSpec spec = parse_model_ini(kModel, "m.ini");
   const LinkModel net{1e-5, 1e9};
@@ -250,6 +282,22 @@ TEST(Simulator, BackgroundFillsIdleRankTimeAsThePackingModelSays) {
   const Simulation one = simulate(spec, profile, data_parallel_plan(spec, 1, 4), net, net);
   EXPECT_NEAR(ind.alone_samples_per_second, 2 * 4 / one.iteration_s, 1e-9);
   EXPECT_NEAR(ind.shared_samples_per_second, 0.5 * ind.idle_share * ind.alone_samples_per_second, 1e-9);
+}
+
+TEST(Simulator, ABackgroundGetsEachIdleStretchLessTheGapCost) {
+  ModelSpec spec = parse_model_ini(kModel, "m.ini");
+  const LinkModel net{1e-5, 1e9};
+  const ModelProfile profile = profile_of(spec);
+  ForegroundRun fg{simulate(spec, profile, head_on_rank_1(spec), net, net),
+                   simulate(spec, profile, data_parallel_plan(spec, 2, 8), net, net), 8};
+  PackingModel packing;
+  packing.gap_cost_s = 1e-3;  // more than rank 1's one wait, less than rank 0's
+  const BackgroundPrediction b = predict_background(fg, {&spec, &profile, 8, false}, packing, net, net);
+  const Simulation& s = fg.own_plan;
+  const double rank0 = s.idle_gaps_s[0][0] - 1e-3;
+  EXPECT_NEAR(b.usable_idle_share, rank0 / s.iteration_s / 2, 1e-12);
+  EXPECT_LT(b.usable_idle_share, b.idle_share);
+  EXPECT_NEAR(b.shared_samples_per_second, b.usable_idle_share * b.alone_samples_per_second, 1e-9);
 }
 
 TEST(Simulator, DefaultPackingIsTheOldAssumptionAndDataParallelLeavesNothing) {
