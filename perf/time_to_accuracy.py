@@ -253,6 +253,8 @@ def grid_for(args):
     """The grid the flags name; small VGG, whose runs take minutes, has reduced twins of the tuned and slow-link
     grids."""
     vgg = MODEL == "vgg_small"
+    if args.bests_of:
+        return bests_grid(args.bests_of, args.top)
     if args.small_grid:
         return SMALL_GRID
     if args.tuned_grid:
@@ -260,6 +262,23 @@ def grid_for(args):
     if args.slow_link_grid:
         return SLOW_LINK_GRID_VGG if vgg else SLOW_LINK_GRID
     return GRID
+
+
+def bests_grid(study, top):
+    """Each strategy's `top` fastest settings that reached the target in an earlier study's JSON, to run them
+    again side by side elsewhere (another network); strategies that never reached it are left out. The learners'
+    evaluation interval is dropped, for run() to set it for the ranks it runs on."""
+    def kept(settings):
+        drop = {"job.seed", "train.log_every"} | ({"train.eval_every"} if settings["sync.strategy"] != "ssgd" else set())
+        return {k: v for k, v in settings.items() if k not in drop}
+
+    grid = {}
+    for label, runs in json.load(open(study))["runs"].items():
+        reached = sorted((r for r in runs if r["time_to_target_seconds"] is not None),
+                         key=lambda r: r["time_to_target_seconds"])
+        if reached:
+            grid[label] = [kept(r["settings"]) for r in reached[:top]]
+    return grid
 
 
 def main():
@@ -280,11 +299,17 @@ def main():
     ap.add_argument("--ranks", type=int, default=RANKS,
                     help="ranks (more than this machine's cores: oversubscribed, waits yield; labelled so)")
     ap.add_argument("--resume", action="store_true", help="reuse the runs kept in <out>.partial.json")
+    ap.add_argument("--bests-of", metavar="STUDY.json",
+                    help="instead of a grid: each strategy's --top fastest settings in that study's JSON")
+    ap.add_argument("--top", type=int, default=2, help="with --bests-of: settings per strategy (default 2)")
+    ap.add_argument("--steady-link", action="store_true",
+                    help="shape with scripts/shaped-net.sh --steady (bursts held to the rate too)")
     ap.add_argument("--only", nargs="+", metavar="PREFIX",
                     help="run only the grid's strategies whose labels start with one of these (e.g. shadow "
                          "'ssgd, global batch 32'), to remeasure part of the table side by side")
     args = ap.parse_args()
     MODEL, TARGET, GBIT, RANKS = args.model, args.target, args.gbit, args.ranks
+    shaped_study.STEADY_LINK = args.steady_link
     if RANKS < 2:
         ap.error("--ranks: at least 2")
     FLAGS[:] = ((["--small-grid"] if args.small_grid else []) + (["--tuned-grid"] if args.tuned_grid else []) +
@@ -292,7 +317,9 @@ def main():
                 ([f"--repeats {args.repeats}"] if args.repeats > 1 else []) +
                 ([f"--gbit {args.gbit}"] if args.gbit != "none" else []) +
                 ([f"--ranks {args.ranks}"] if args.ranks != 2 else []) +
-                ([f"--only {' '.join(repr(o) for o in args.only)}"] if args.only else []))
+                ([f"--only {' '.join(repr(o) for o in args.only)}"] if args.only else []) +
+                ([f"--bests-of {os.path.relpath(args.bests_of, ROOT)} --top {args.top}"] if args.bests_of else []) +
+                (["--steady-link"] if args.steady_link else []))
     tmp = tempfile.mkdtemp()
     if args.plot_best:
         plot_best(args, tmp)
@@ -321,7 +348,7 @@ def main():
             results[label].append(summarise_repeats(repeats))
     best = {label: best_of(runs) for label, runs in results.items()}
     for label, r in best.items():
-        if r is not None:
+        if r is not None and not args.bests_of:  # a study's bests are no grid to have edges
             r["edges"] = grid_edges(r["settings"], chosen[label])
     lines = table(best)
     text = "\n".join(lines) + "\n"
@@ -356,7 +383,8 @@ def table(best):
     large = reached.get(LARGE)
     command = "python3 perf/time_to_accuracy.py" + ("" if MODEL == "lenet5" else f" --model {MODEL} --target {TARGET}")
     command += "".join(f" {flag}" for flag in FLAGS)
-    network = "shared memory" if GBIT == "none" else f"links shaped to {GBIT} Gbit/s per rank (scripts/shaped-net.sh)"
+    network = "shared memory" if GBIT == "none" else (
+        f"links shaped to {GBIT} Gbit/s per rank (scripts/shaped-net.sh{' --steady' if shaped_study.STEADY_LINK else ''})")
     cores = os.cpu_count()
     placement = f" on {cores} cores, oversubscribed (waiting ranks yield)" if RANKS > cores else ""
     lines = [f"# Time to {TARGET} test accuracy, {MODEL_NAMES[MODEL]} on Fashion-MNIST, {RANKS} ranks x 1 thread"
