@@ -20,13 +20,14 @@
 // The cost is fitted where the samples carry their stretches (a shaped
 // network's waits run from under a millisecond to most of a second), else 0.
 //
-// The foreground runs foreground_slowdown times slower than alone. base_share is the time the simulator does not see:
-// ranks that meet at batch-norm sums and gradient buckets drift apart by
-// noise, and the one that arrives first waits (a data-parallel foreground,
-// with no idle time in the simulation, still leaves a background some). On a
-// CPU with one thread per rank a foreground kernel keeps its core busy, so
-// busy_efficiency is 0 there and base_share, idle_efficiency and the slowdown
-// are fitted; on a GPU all three coefficients are.
+// The foreground runs foreground_slowdown times slower than alone.
+// base_share is the time the simulator does not see: ranks that meet at
+// batch-norm sums and gradient buckets drift apart by noise, and the one that
+// arrives first waits (a data-parallel foreground, with no idle time in the
+// simulation, still leaves a background some). On a CPU with one thread per
+// rank a foreground kernel keeps its core busy, so busy_efficiency is 0 there
+// and base_share, idle_efficiency and the slowdown are fitted; on a GPU all
+// three coefficients are.
 #include <string>
 #include <vector>
 

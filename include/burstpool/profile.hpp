@@ -111,6 +111,12 @@ struct NetworkOptions {
 // time allows; fits both models. Throws (naming the size) when one message
 // outlives the deadline.
 NetworkProfile profile_network(const NetworkOptions& options);
+// The sweep's forecast of the next size (4x `bytes`) from this size's time
+// and the previous one's (previous_bytes 0: none): this time plus the extra
+// bytes at the rate the time grew. Times that did not grow are latency-bound,
+// and so, until they grow, is the next size: a slow small message (ranks
+// that wait a scheduler tick per message) says nothing about the bandwidth.
+double next_size_seconds(double bytes, double seconds, double previous_bytes, double previous_seconds);
 // One line: both fits, the largest size measured and the time it took.
 std::string network_summary(const NetworkProfile& net);
 void save_network(const NetworkProfile& net, const std::string& path);

@@ -188,6 +188,12 @@ LinkModel link_from_fit(std::pair<double, double> fit) {
 
 }  // namespace
 
+double next_size_seconds(double bytes, double seconds, double previous_bytes, double previous_seconds) {
+  const double per_byte =
+      previous_bytes > 0 ? std::max(0.0, (seconds - previous_seconds) / (bytes - previous_bytes)) : 0.0;
+  return seconds + per_byte * 3 * bytes;
+}
+
 NetworkProfile profile_network(const NetworkOptions& options) {
   const WorldInfo& w = world();
   if (w.size < 2) throw Error("profile --network needs at least 2 ranks (run it under mpirun)");
@@ -201,6 +207,7 @@ NetworkProfile profile_network(const NetworkOptions& options) {
   std::vector<double> px, pt, ax, at;
   MPI_Comm pair;
   BP_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, w.rank < 2 ? 0 : MPI_UNDEFINED, w.rank, &pair));
+  double previous_bytes = 0, previous_slowest = 0;
   for (double bytes = 4; bytes <= options.max_bytes; bytes *= 4) {
     const double one_way = measure_p2p(pair, buffer, bytes, options);
     net.samples.push_back({"p2p", 2, bytes, one_way});
@@ -218,9 +225,11 @@ NetworkProfile profile_network(const NetworkOptions& options) {
     }
     net.largest_bytes = bytes;
     if (options.progress) options.progress(line);
-    // The next size moves 4x the bytes: stop where its warm-up and one timed
-    // run of each operation would already overrun its budget.
-    if (4 * bytes <= options.max_bytes && (kWarmup + 1) * w.size * 4 * slowest > options.seconds_per_size) {
+    // Stop where the next size's warm-up and one timed run of each operation
+    // would already overrun its budget.
+    const double next = next_size_seconds(bytes, slowest, previous_bytes, previous_slowest);
+    previous_bytes = bytes, previous_slowest = slowest;
+    if (4 * bytes <= options.max_bytes && (kWarmup + 1) * w.size * next > options.seconds_per_size) {
       if (options.progress)
         options.progress(fmt::format("network: stopped at {}: a {} message would overrun {:g} s per size",
                                      size_text(bytes), size_text(4 * bytes), options.seconds_per_size));
@@ -230,6 +239,12 @@ NetworkProfile profile_network(const NetworkOptions& options) {
   if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
   net.p2p = link_from_fit(fit_line(px, pt));
   net.allreduce = link_from_fit(fit_line(ax, at));
+  if (!(net.p2p.bandwidth_bytes_per_s > 0) || !(net.allreduce.bandwidth_bytes_per_s > 0))
+    throw Error(fmt::format("network profile: the times did not grow with the message size up to {} (the largest "
+                            "whose operations fit {:g} s each), so no bandwidth can be fitted: ranks spinning in MPI "
+                            "on shared cores wait a scheduler tick per message (OMPI_MCA_mpi_yield_when_idle=1 makes "
+                            "them yield), or the sizes need more time (profile --network --seconds-per-size)",
+                            size_text(net.largest_bytes), options.seconds_per_size));
   constexpr int kCoreRepeats = 3;
   const double core_bytes = core_cost_bytes(net.allreduce, w.size, kCoreRepeats, options);
   if (buffer.size() * 4 < core_bytes) buffer.resize(static_cast<size_t>(core_bytes / 4), 1.0f);

@@ -152,5 +152,14 @@ TEST(Profile, ShippedProfilesCoverTheShippedJobsModels) {
   }
 }
 
+TEST(NetworkSweep, ForecastsTheNextSizeFromHowTheTimeGrew) {
+  // The first size alone: latency-bound, the next takes as long.
+  EXPECT_DOUBLE_EQ(next_size_seconds(4, 0.016, 0, 0), 0.016);
+  // Times that did not grow (16 ms, then 24, then 16: scheduler ticks) stay latency-bound.
+  EXPECT_DOUBLE_EQ(next_size_seconds(16, 0.016, 4, 0.024), 0.016);
+  // 16 KiB in 4 ms, 64 KiB in 10: 6 ms per 48 KiB, so 256 KiB takes 10 + 3 x 64 KiB at that rate = 34 ms.
+  EXPECT_NEAR(next_size_seconds(65536, 0.010, 16384, 0.004), 0.034, 1e-15);
+}
+
 }  // namespace
 }  // namespace burstpool
