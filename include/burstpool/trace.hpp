@@ -16,6 +16,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,10 @@ struct TraceEvent {
   double start_s = 0, duration_s = 0;  // from the trace's time zero
   bool busy = false;                   // the rank's main thread at work (not idle)
 };
+
+// The parts of [from, to] that none of the `busy` intervals ({start, end},
+// in any order, overlapping or not) cover, as {start, end} in time order.
+std::vector<std::pair<double, double>> uncovered(std::vector<std::pair<double, double>> busy, double from, double to);
 
 // "idle" events (main track) for the parts of [from, to] that none of rank's
 // busy events cover.

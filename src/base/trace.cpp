@@ -31,15 +31,12 @@ nlohmann::json event_json(const TraceEvent& e) {
 
 }  // namespace
 
-std::vector<TraceEvent> idle_gaps(std::span<const TraceEvent> events, int rank, double from, double to) {
-  std::vector<std::pair<double, double>> busy;
-  for (const TraceEvent& e : events)
-    if (e.busy && e.rank == rank) busy.emplace_back(e.start_s, e.start_s + e.duration_s);
+std::vector<std::pair<double, double>> uncovered(std::vector<std::pair<double, double>> busy, double from, double to) {
   std::sort(busy.begin(), busy.end());
-  std::vector<TraceEvent> gaps;
+  std::vector<std::pair<double, double>> gaps;
   double at = from;
   auto gap_until = [&](double end) {
-    if (end > at) gaps.push_back({rank, Track::main, "idle", at, end - at, false});
+    if (end > at) gaps.emplace_back(at, end);
   };
   for (const auto& [start, end] : busy) {
     if (end <= at) continue;
@@ -48,6 +45,16 @@ std::vector<TraceEvent> idle_gaps(std::span<const TraceEvent> events, int rank, 
     at = std::max(at, end);
   }
   gap_until(to);
+  return gaps;
+}
+
+std::vector<TraceEvent> idle_gaps(std::span<const TraceEvent> events, int rank, double from, double to) {
+  std::vector<std::pair<double, double>> busy;
+  for (const TraceEvent& e : events)
+    if (e.busy && e.rank == rank) busy.emplace_back(e.start_s, e.start_s + e.duration_s);
+  std::vector<TraceEvent> gaps;
+  for (const auto& [start, end] : uncovered(std::move(busy), from, to))
+    gaps.push_back({rank, Track::main, "idle", start, end - start, false});
   return gaps;
 }
 

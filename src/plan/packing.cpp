@@ -123,8 +123,10 @@ PackingModel fit_packing(const std::vector<PackingSample>& samples, const std::s
   PackingModel m;
   m.device = device;
   const std::vector<int> free = device == "cpu" ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2};
-  Coefficients c = fit_non_negative(samples, free);
-  if (std::all_of(samples.begin(), samples.end(), has_gaps)) {
+  Coefficients c{0, 0, 0};
+  if (!std::all_of(samples.begin(), samples.end(), has_gaps)) {
+    c = fit_non_negative(samples, free);
+  } else {
     constexpr double kStep = 20e-6, kLargest = 20e-3;
     double best = std::numeric_limits<double>::infinity();
     for (int k = 0; k * kStep <= kLargest + 1e-12; ++k) {

@@ -187,22 +187,15 @@ class StepSimulator {
     }
   }
 
-  // The stretches of [0, step] that `work` (one rank's, in the order done,
-  // not overlapping) leaves free, the one ending the step joined to the one
-  // starting it.
+  // The lengths of the stretches of [0, step] that `work` (one rank's)
+  // leaves free, the one ending the step joined to the one starting it (the
+  // next step's), and listed last.
   static std::vector<double> gaps_between(const std::vector<std::pair<double, double>>& work, double step) {
+    const std::vector<std::pair<double, double>> free = uncovered(work, 0, step);
     std::vector<double> gaps;
-    double at = 0;
-    for (const auto& [start, end] : work) {
-      if (start > at) gaps.push_back(start - at);
-      at = std::max(at, end);
-    }
-    const double last = step - at;
-    const bool starts_free = !work.empty() && work.front().first > 0;
-    if (last > 0 && starts_free)
-      gaps.front() += last, std::rotate(gaps.begin(), gaps.begin() + 1, gaps.end());
-    else if (last > 0)
-      gaps.push_back(last);
+    for (const auto& [start, end] : free) gaps.push_back(end - start);
+    if (gaps.size() > 1 && free.front().first <= 0 && free.back().second >= step)
+      gaps.back() += gaps.front(), gaps.erase(gaps.begin());
     return gaps;
   }
 
