@@ -315,16 +315,15 @@ def fewer_text(res):
 
 def report(results, args):
     yield_off = args.yield_beside_background == "0"
-    yield_flag = " --yield-beside-background 0" if yield_off else ""
     steady = args.steady_link
-    yield_flag += " --steady-link" if steady else ""
-    yield_flag += f" --packing {args.packing}" if args.packing != os.path.relpath(PACKING, ROOT) else ""
+    flags = (" --yield-beside-background 0" if yield_off else "") + (" --steady-link" if steady else "")
+    flags += f" --packing {args.packing}" if args.packing != os.path.relpath(PACKING, ROOT) else ""
     yield_note = (" Shaped, the two modes beside the background run with OMPI_MCA_mpi_yield_when_idle=0 (as "
                   "docs/multiplexing.md advises: a yield inside MPI hands the core to the background), the alone "
                   "modes with scripts/shaped-net.sh's default of 1." if yield_off else "")
     lines = ["# Burst plans and multiplexing on a shaped network", "",
              f"Commit {args.commit}. Command: `python3 perf/shaped_study.py --rounds {args.rounds} --gbits {args.gbits} --ranks {args.ranks} "
-             f"--models {args.models}{yield_flag}`. Medians of {args.rounds} rounds; each round runs the four modes side by side, "
+             f"--models {args.models}{flags}`. Medians of {args.rounds} rounds; each round runs the four modes side by side, "
              "in alternating order. `none`: plain mpirun over shared memory; a number: scripts/shaped-net.sh, one rank "
              "per emulated node, that many Gbit/s per rank each way" +
              (" (`--steady`: bursts held to the rate too, so a sum after a pause moves at the rate, not at the "

@@ -40,9 +40,11 @@
 # node's daemon in that node's namespace, the ob1 messaging layer over TCP on
 # the emulated links and shared memory within a node. A plain
 #   scripts/shaped-net.sh --gbit 1 --nodes 2 -- mpirun -np 2 build/burstpool train JOB.ini
-# therefore puts rank 0 on node0 and rank 1 on node1. Everything the script
-# creates (namespaces, links, /etc/netns/<namespace>) is removed when it ends,
-# also on Ctrl-C, SIGTERM or failure; the host's own interfaces are never
+# therefore puts rank 0 on node0 and rank 1 on node1. COMMAND also sees what
+# it runs on: SHAPED_NET_GBIT_PER_RANK, SHAPED_NET_NODES,
+# SHAPED_NET_RANKS_PER_NODE and SHAPED_NET_STEADY (1 with --steady, else 0).
+# Everything the script creates (namespaces, links, /etc/netns/<namespace>) is
+# removed when it ends, also on Ctrl-C, SIGTERM or failure; the host's own interfaces are never
 # touched (every link is created inside the namespaces). The exit status is
 # COMMAND's.
 #
