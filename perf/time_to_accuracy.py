@@ -264,21 +264,24 @@ def grid_for(args):
     return GRID
 
 
-def bests_grid(study, top):
-    """Each strategy's `top` fastest settings that reached the target in an earlier study's JSON, to run them
-    again side by side elsewhere (another network); strategies that never reached it are left out. The learners'
-    evaluation interval is dropped, for run() to set it for the ranks it runs on."""
+def bests_grid(studies, top):
+    """Each strategy's `top` fastest settings that reached the target in each of earlier studies' JSONs, to run
+    them again side by side elsewhere (another network); a setting found in several studies runs once, and
+    strategies that never reached it are left out. The learners' evaluation interval is dropped, for run() to set
+    it for the ranks it runs on."""
     def kept(settings):
         drop = {"job.seed", "train.log_every"} | ({"train.eval_every"} if settings["sync.strategy"] != "ssgd" else set())
         return {k: v for k, v in settings.items() if k not in drop}
 
     grid = {}
-    for label, runs in json.load(open(study))["runs"].items():
-        reached = sorted((r for r in runs if r["time_to_target_seconds"] is not None),
-                         key=lambda r: r["time_to_target_seconds"])
-        if reached:
-            grid[label] = [kept(r["settings"]) for r in reached[:top]]
-    return grid
+    for study in studies:
+        for label, runs in json.load(open(study))["runs"].items():
+            reached = sorted((r for r in runs if r["time_to_target_seconds"] is not None),
+                             key=lambda r: r["time_to_target_seconds"])
+            for settings in (kept(r["settings"]) for r in reached[:top]):
+                if settings not in grid.setdefault(label, []):
+                    grid[label].append(settings)
+    return {label: settings for label, settings in grid.items() if settings}
 
 
 def main():
@@ -299,8 +302,8 @@ def main():
     ap.add_argument("--ranks", type=int, default=RANKS,
                     help="ranks (more than this machine's cores: oversubscribed, waits yield; labelled so)")
     ap.add_argument("--resume", action="store_true", help="reuse the runs kept in <out>.partial.json")
-    ap.add_argument("--bests-of", metavar="STUDY.json",
-                    help="instead of a grid: each strategy's --top fastest settings in that study's JSON")
+    ap.add_argument("--bests-of", metavar="STUDY.json", nargs="+",
+                    help="instead of a grid: each strategy's --top fastest settings in each of these studies' JSONs")
     ap.add_argument("--top", type=int, default=2, help="with --bests-of: settings per strategy (default 2)")
     ap.add_argument("--steady-link", action="store_true",
                     help="shape with scripts/shaped-net.sh --steady (bursts held to the rate too)")
@@ -318,7 +321,8 @@ def main():
                 ([f"--gbit {args.gbit}"] if args.gbit != "none" else []) +
                 ([f"--ranks {args.ranks}"] if args.ranks != 2 else []) +
                 ([f"--only {' '.join(repr(o) for o in args.only)}"] if args.only else []) +
-                ([f"--bests-of {os.path.relpath(args.bests_of, ROOT)} --top {args.top}"] if args.bests_of else []) +
+                ([f"--bests-of {' '.join(os.path.relpath(b, ROOT) for b in args.bests_of)} --top {args.top}"]
+                 if args.bests_of else []) +
                 (["--steady-link"] if args.steady_link else []))
     tmp = tempfile.mkdtemp()
     if args.plot_best:
