@@ -52,7 +52,7 @@ struct PackingSample {
   double background_share = 0;     // measured: background shared / alone
   double foreground_slowdown = 1;  // measured: foreground alone / shared rate
   // Optional (the fit finds gap_cost_s only where every sample has them): the
-  // simulated step and each rank's idle stretches (Simulation::idle_gaps_s).
+  // simulated step and each core's idle stretches (Simulation::idle_gaps_s).
   double step_s = 0;
   std::vector<std::vector<double>> idle_gaps_s;
 };
@@ -65,9 +65,10 @@ struct PackingSample {
 // steps, the smallest of equal fits). Throws Error for no samples.
 PackingModel fit_packing(const std::vector<PackingSample>& samples, const std::string& device);
 
-// The mean over ranks of sum(max(0, gap - gap_cost_s)) / step_s: the share of
-// a step a background can use in the ranks' idle stretches. 0 for no ranks
-// or a step that is not positive.
+// The mean over the lists (cores, or ranks with a core each) of
+// sum(max(0, gap - gap_cost_s)) / step_s: the share of a step a background
+// can use in the idle stretches. 0 for no lists or a step that is not
+// positive.
 double usable_idle_share(const std::vector<std::vector<double>>& idle_gaps_s, double step_s, double gap_cost_s);
 
 // The predicted share of the background's rate alone (clamped to [0, 1]),

@@ -33,12 +33,15 @@ struct Simulation {
   // per rank) and the gradient sums' copies. A core's free time is the step
   // less this: what a background can have there.
   std::vector<double> core_busy_s;
-  // Per rank: the stretches of the step in which its core does none of the
-  // foreground's work (no layer, no sums' copies): waiting for slices, for
-  // batch-norm and gradient sums, for the other ranks. Steps follow each
-  // other, so a rank's stretch at the end of the step and the one at its
-  // start are one (listed last). They add up to idle_s. What a background
-  // gets of them depends on how long each is (PackingModel::gap_cost_s).
+  // Per core (as core_busy_s; with a core per rank, per rank): the stretches
+  // of the step in which the core does none of the foreground's work (no
+  // layer, no sums' copies of any of its ranks): its ranks waiting for
+  // slices, for batch-norm and gradient sums, for the other ranks. Steps
+  // follow each other, so a core's stretch at the end of the step and the one
+  // at its start are one (listed last). With a core per rank they add up to
+  // idle_s; a rank idle while its core-mate works has none there. What a
+  // background gets of them depends on how long each is
+  // (PackingModel::gap_cost_s).
   std::vector<std::vector<double>> idle_gaps_s;
   // With `timeline`, the step as a timeline, in the form train --trace writes: each rank's
   // layers (busy), the time it spends in slice transfers and in the final
@@ -101,10 +104,10 @@ struct BackgroundRun {
   bool independent = false;  // a replica per rank, no gradient sums (local training, as DeepPool's background)
 };
 struct BackgroundPrediction {
-  double alone_samples_per_second = 0;   // the background on all ranks by itself
+  double alone_samples_per_second = 0;   // the background on all ranks (and their cores) by itself
   double shared_samples_per_second = 0;  // beside the foreground
   double idle_share = 0;                 // mean over ranks of idle / foreground step
-  double usable_idle_share = 0;          // the same, each idle stretch less the packing model's gap cost
+  double usable_idle_share = 0;          // mean over cores of their idle stretches less the packing model's gap cost
   double slack_share = 0;                // mean over ranks of slack / foreground step
   double foreground_slowdown = 1;        // the packing model's
   double foreground_alone_samples_per_second = 0;          // under its plan

@@ -79,13 +79,13 @@ Coefficients fit_non_negative(const std::vector<PackingSample>& s, const std::ve
   return best;
 }
 
-// A sample's optional "step_s" (> 0) and "idle_gaps_s" (per rank, lists of
+// A sample's optional "step_s" (> 0) and "idle_gaps_s" (per core, lists of
 // seconds >= 0).
 void read_gaps(const nlohmann::json& s, const std::string& where, PackingSample& p) {
   p.step_s = number(s, "step_s", where);
   const nlohmann::json& gaps = s["idle_gaps_s"];
   const auto bad = [&] {
-    return Error(fmt::format("{}: \"idle_gaps_s\" must be a list per rank of idle stretches in seconds (>= 0), "
+    return Error(fmt::format("{}: \"idle_gaps_s\" must be a list per core of idle stretches in seconds (>= 0), "
                              "with \"step_s\" > 0", where));
   };
   if (!(p.step_s > 0) || !gaps.is_array()) throw bad();
@@ -113,8 +113,8 @@ bool has_gaps(const PackingSample& p) { return p.step_s > 0 && !p.idle_gaps_s.em
 double usable_idle_share(const std::vector<std::vector<double>>& idle_gaps_s, double step_s, double gap_cost_s) {
   if (idle_gaps_s.empty() || !(step_s > 0)) return 0;
   double usable = 0;
-  for (const std::vector<double>& rank : idle_gaps_s)
-    for (double gap : rank) usable += std::max(0.0, gap - gap_cost_s);
+  for (const std::vector<double>& core : idle_gaps_s)
+    for (double gap : core) usable += std::max(0.0, gap - gap_cost_s);
   return usable / step_s / static_cast<double>(idle_gaps_s.size());
 }
 

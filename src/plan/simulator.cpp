@@ -228,10 +228,11 @@ class StepSimulator {
     sim.busy_s = busy_;
     sim.slack_s = slack_;
     sim.core_busy_s = core_busy_;
-    for (int r = 0; r < ranks_; ++r) {
-      sim.idle_s.push_back(sim.iteration_s - busy_[r]);
-      sim.idle_gaps_s.push_back(gaps_between(work_[r], sim.iteration_s));
-    }
+    for (int r = 0; r < ranks_; ++r) sim.idle_s.push_back(sim.iteration_s - busy_[r]);
+    // A core is free only while none of its ranks works on it.
+    std::vector<std::vector<std::pair<double, double>>> core_work(core_busy_.size());
+    for (int r = 0; r < ranks_; ++r) core_work[core_of(r)].insert(core_work[core_of(r)].end(), work_[r].begin(), work_[r].end());
+    for (const auto& work : core_work) sim.idle_gaps_s.push_back(gaps_between(work, sim.iteration_s));
     for (int r = 0; timeline_ && r < ranks_; ++r) {
       event(r, Track::gradient_sync, [] { return "allreduce wait"; }, clock_[r], reduced_[r], true);
       std::vector<TraceEvent> gaps = idle_gaps(events_, r, 0, sim.iteration_s);
@@ -300,23 +301,28 @@ double cluster_throughput_bound(const Simulation& fg, const Simulation& data_par
 
 BackgroundPrediction predict_background(const ForegroundRun& fg, const BackgroundRun& bg, const PackingModel& packing,
                                         const LinkModel& p2p, const LinkModel& allreduce) {
-  const int R = static_cast<int>(fg.own_plan.idle_s.size());
+  const Simulation& s = fg.own_plan;
+  const int R = static_cast<int>(s.idle_s.size());
+  // The background runs on the foreground's ranks and so on its cores: with
+  // fewer cores than ranks, those cores' worth alone.
+  const int cores = s.core_busy_s.empty() ? R : static_cast<int>(s.core_busy_s.size());
   BackgroundPrediction b;
-  if (bg.independent) {  // a replica per rank, no network: R times one rank's rate alone
+  if (bg.independent) {  // a replica per rank, no network: one rank's rate alone on each core
     const Simulation one = simulate(*bg.spec, *bg.profile, data_parallel_plan(*bg.spec, 1, bg.batch), p2p, allreduce);
-    b.alone_samples_per_second = R * bg.batch / one.iteration_s;
+    b.alone_samples_per_second = std::min(R, cores) * bg.batch / one.iteration_s;
   } else {
     if (bg.batch < R)
       throw Error(fmt::format("background batch {} is smaller than the {} ranks it would run on", bg.batch, R));
-    const Simulation alone = simulate(*bg.spec, *bg.profile, data_parallel_plan(*bg.spec, R, bg.batch), p2p, allreduce);
+    const Simulation alone = simulate(*bg.spec, *bg.profile, data_parallel_plan(*bg.spec, R, bg.batch), p2p, allreduce,
+                                      cores < R ? cores : 0);
     b.alone_samples_per_second = bg.batch / alone.iteration_s;
   }
-  // The mean over ranks of what each rank leaves, for both kinds of
-  // background: the packing model is fitted to mean shares, and a
-  // data-parallel background with per-rank statistics, meeting its peers once
-  // a step, measured so (perf/results/multiplex.md: the split plan's ranks
-  // idle 44% and 32% of the step, and the background's share followed their mean).
-  const Simulation& s = fg.own_plan;
+  // The mean over cores of what each core leaves (over ranks with a core
+  // each), for both kinds of background: the packing model is fitted to mean
+  // shares, and a data-parallel background with per-rank statistics, meeting
+  // its peers once a step, measured so (perf/results/multiplex.md: the split
+  // plan's ranks idle 44% and 32% of the step, and the background's share
+  // followed their mean).
   double slack = 0;
   for (int r = 0; r < R; ++r) slack += s.slack_s[r] / s.iteration_s;
   b.idle_share = idle_share(s);

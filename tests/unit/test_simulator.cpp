@@ -174,6 +174,50 @@ TEST(Simulator, ARankIdleBesideItsCoreMateFreesNoCore) {
   EXPECT_GT(free_core_share(own), 0.4);
 }
 
+// The same plan's idle stretches are the cores': ranks 2 and 3 run only
+// their data layer (1.2 ms) and idle the rest of the step, but cores 0 and 1
+// run ranks 0 and 1 meanwhile, and are free only while those two sum fc's
+// gradients at the step's end (14 us; their wait for the input slices falls
+// in ranks 2 and 3's data backward). A background there gets what the cores
+// leave, at the cores' rate alone.
+TEST(Simulator, ABackgroundBesideRanksSharingCoresGetsWhatTheCoresLeave) {
+  ModelSpec spec = parse_model_ini(kModel, "m.ini");
+  const LinkModel net{1e-5, 1e9};
+  const ModelProfile profile = profile_of(spec);
+  Plan plan = data_parallel_plan(spec, 4, 8);
+  plan.layer_ranks[1] = {0, 1};
+  plan.layer_ranks[2] = {0, 1};
+  const Simulation head = simulate(spec, profile, plan, net, net, 2);
+  const double sum = 1e-5 + 4000 / 1e9;  // fc's 4000 B of gradients over 2 ranks
+  ASSERT_EQ(head.idle_gaps_s.size(), 2u);
+  for (size_t c = 0; c < 2; ++c) {
+    double free = 0;
+    for (double g : head.idle_gaps_s[c]) free += g;
+    EXPECT_NEAR(free, sum, 1e-12) << "core " << c;
+  }
+  EXPECT_NEAR(head.idle_s[2], head.iteration_s - 1.2e-3, 1e-12);
+  // With a core per rank the stretches are the ranks' and add up to their idle time.
+  const Simulation own = simulate(spec, profile, plan, net, net);
+  ASSERT_EQ(own.idle_gaps_s.size(), 4u);
+  double rank2 = 0;
+  for (double g : own.idle_gaps_s[2]) rank2 += g;
+  EXPECT_NEAR(rank2, own.idle_s[2], 1e-12);
+
+  const ForegroundRun fg{head, simulate(spec, profile, data_parallel_plan(spec, 4, 8), net, net, 2), 8};
+  PackingModel packing;
+  packing.idle_efficiency = 0.5;
+  // Four replicas on two cores: two cores' worth of one replica's rate.
+  const BackgroundPrediction ind = predict_background(fg, {&spec, &profile, 4, true}, packing, net, net);
+  const Simulation one = simulate(spec, profile, data_parallel_plan(spec, 1, 4), net, net);
+  EXPECT_NEAR(ind.alone_samples_per_second, 2 * 4 / one.iteration_s, 1e-9);
+  EXPECT_NEAR(ind.usable_idle_share, sum / head.iteration_s, 1e-12);
+  EXPECT_NEAR(ind.shared_samples_per_second, 0.5 * ind.usable_idle_share * ind.alone_samples_per_second, 1e-9);
+  // Data parallel over the four ranks, on the two cores.
+  const BackgroundPrediction dp = predict_background(fg, {&spec, &profile, 8, false}, packing, net, net);
+  const Simulation alone = simulate(spec, profile, data_parallel_plan(spec, 4, 8), net, net, 2);
+  EXPECT_NEAR(dp.alone_samples_per_second, 8 / alone.iteration_s, 1e-9);
+}
+
 // Two branches of a fork on disjoint ranks run at the same time: slices are
 // sent as soon as they are made, so rank 1 starts branch b while rank 0 runs
 // branch a, and each rank's gradient piece waits only for its own branch.
