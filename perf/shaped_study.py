@@ -36,7 +36,10 @@ pick Prescott by itself). Shaping needs root (scripts/shaped-net.sh).
 
 Usage: perf/shaped_study.py [--build build] [--rounds 3] [--gbits none,10,3,1] [--ranks 2,4]
                             [--models vgg16_cifar,vgg_small,lenet5] [--out perf/results/shaped_study]
-                            [--yield-beside-background 0|1]
+                            [--yield-beside-background 0|1] [--steady-link] [--packing PACKING.json]
+       perf/shaped_study.py --from-json STUDY.json [--resimulate WORKDIR] --out OTHER
+         (the report again; with --resimulate, every round simulated again with this build from the profiles and
+         plans kept in the study's working folder, beside the same measurements)
 """
 import argparse
 import json
@@ -259,6 +262,11 @@ def study_point(build, tmp, point, rounds):
         log(f"  round {r + 1}: dp {row['dp']['fg']:.1f}, burst {row['burst']['fg']:.1f} samples/s; "
             f"cluster vs dp: burst+bg {row['burst_bg']['cluster_vs_dp']:.3f}, dp+bg {row['dp_bg']['cluster_vs_dp']:.3f}; "
             f"simulated step: dp {100 * row['errors']['dp_step']:+.0f}%, burst {100 * row['errors']['burst_step']:+.0f}%")
+    return summarise_point(point, rows)
+
+
+def summarise_point(point, rows):
+    """A point's result: its rounds, the medians over them of the measurements and of each prediction's error."""
     med = {mode: {k: median_of(rows, mode, k) for k in rows[0][mode] if k != "shares"} for mode in MODES}
     for mode in MODES:
         med[mode]["shares"] = {k: statistics.median(row[mode]["shares"][k] for row in rows)
@@ -273,6 +281,25 @@ def study_point(build, tmp, point, rounds):
             "network": {k: statistics.median(row["network"][k] or 0 for row in rows) for k in rows[0]["network"]},
             "simulated": {mode: {k: statistics.median(row["simulated"][mode][k] for row in rows)
                                  for k in rows[0]["simulated"][mode]} for mode in rows[0]["simulated"]}}
+
+
+def resimulate(results, build, workdir):
+    """Every round's simulation again with `build`, from the profiles and plans the rounds kept in the study's
+    working folder `workdir`, beside the same measurements: a simulator change checked against measured runs
+    without measuring again."""
+    tmp = tempfile.mkdtemp()
+    out = []
+    for res in results:
+        p = res["point"]
+        point = dict(p, **point_files(workdir, p["model"], p["batch"], p["ranks"], p["gbit"]))
+        rows = []
+        for r, row in enumerate(res["rounds"]):
+            row = dict(row, **simulate_round(build, tmp, round_point(point, r), PACKING_USED))
+            row["errors"] = round_errors(row)
+            rows.append(row)
+        out.append(summarise_point(point, rows))
+    shutil.rmtree(tmp)
+    return out
 
 
 def pct(a, b):
@@ -321,8 +348,11 @@ def report(results, args):
     yield_note = (" Shaped, the two modes beside the background run with OMPI_MCA_mpi_yield_when_idle=0 (as "
                   "docs/multiplexing.md advises: a yield inside MPI hands the core to the background), the alone "
                   "modes with scripts/shaped-net.sh's default of 1." if yield_off else "")
+    resimulated = (f" Simulations redone at commit {args.resimulated} from the rounds' kept profiles and plans "
+                   f"(`--from-json {args.from_json} --resimulate DIR --packing {args.packing}`); the "
+                   "measurements are the study's." if getattr(args, "resimulated", None) else "")
     lines = ["# Burst plans and multiplexing on a shaped network", "",
-             f"Commit {args.commit}. Command: `python3 perf/shaped_study.py --rounds {args.rounds} --gbits {args.gbits} --ranks {args.ranks} "
+             f"Commit {args.commit}.{resimulated} Command: `python3 perf/shaped_study.py --rounds {args.rounds} --gbits {args.gbits} --ranks {args.ranks} "
              f"--models {args.models}{flags}`. Medians of {args.rounds} rounds; each round runs the four modes side by side, "
              "in alternating order. `none`: plain mpirun over shared memory; a number: scripts/shaped-net.sh, one rank "
              "per emulated node, that many Gbit/s per rank each way" +
@@ -455,27 +485,36 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "shaped_study"))
     ap.add_argument("--yield-beside-background", choices=("0", "1"), default="1",
                     help="OMPI_MCA_mpi_yield_when_idle of burst_bg and dp_bg where ranks yield (alone modes: 1)")
-    ap.add_argument("--packing", default=os.path.relpath(PACKING, ROOT),
-                    help="the packing model for the background's predictions (a path from the repository's root)")
+    ap.add_argument("--packing", help="the packing model for the background's predictions (a path from the "
+                    f"repository's root; default {os.path.relpath(PACKING, ROOT)}, or with --from-json the study's)")
     ap.add_argument("--steady-link", action="store_true",
                     help="shape with scripts/shaped-net.sh --steady (bursts held to the rate too)")
     ap.add_argument("--from-json", help="only write the report and plot again from a study's JSON")
+    ap.add_argument("--resimulate", metavar="WORKDIR",
+                    help="with --from-json: simulate every round again with this build, from the profiles and plans "
+                         "in the study's working folder (it names it when it starts)")
     args = ap.parse_args()
     global YIELD_BESIDE_BACKGROUND, STEADY_LINK, PACKING_USED
     YIELD_BESIDE_BACKGROUND = args.yield_beside_background
     STEADY_LINK = args.steady_link
-    PACKING_USED = os.path.join(ROOT, args.packing)
+    args.commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                 text=True).stdout.strip()
+    if args.resimulate and not args.from_json:
+        ap.error("--resimulate needs --from-json (the study whose rounds it simulates again)")
     if args.from_json:
         saved = json.load(open(args.from_json))
+        args.resimulated = args.commit if args.resimulate else None
         args.commit, args.rounds = saved["commit"], saved["rounds"]
         args.gbits, args.ranks, args.models = saved["gbits"], saved["ranks"], saved["models"]
         args.yield_beside_background = saved.get("yield_beside_background", "1")
         args.steady_link = saved.get("steady_link", False)
-        args.packing = saved.get("packing", os.path.relpath(PACKING, ROOT))
-        write_outputs(saved["results"], args)
+        args.packing = args.packing or saved.get("packing", os.path.relpath(PACKING, ROOT))
+        PACKING_USED = os.path.join(ROOT, args.packing)
+        results = resimulate(saved["results"], args.build, args.resimulate) if args.resimulate else saved["results"]
+        write_outputs(results, args)
         return
-    args.commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                 text=True).stdout.strip()
+    args.packing = args.packing or os.path.relpath(PACKING, ROOT)
+    PACKING_USED = os.path.join(ROOT, args.packing)
     if os.geteuid() != 0 and args.gbits != "none":
         sys.exit("shaped points need root (scripts/shaped-net.sh); --gbits none runs without")
     tmp = tempfile.mkdtemp()
