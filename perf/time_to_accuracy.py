@@ -249,6 +249,11 @@ def run(build, tmp, settings, log):
             "learner_tuning": m["learner_tuning"]}
 
 
+def chosen_by(prefix, label):
+    """--only's rule: `label` starts with `prefix`, or is it where the prefix ends in $."""
+    return label == prefix[:-1] if prefix.endswith("$") else label.startswith(prefix)
+
+
 def grid_for(args):
     """The grid the flags name; small VGG, whose runs take minutes, has reduced twins of the tuned and slow-link
     grids."""
@@ -309,7 +314,8 @@ def main():
                     help="shape with scripts/shaped-net.sh --steady (bursts held to the rate too)")
     ap.add_argument("--only", nargs="+", metavar="PREFIX",
                     help="run only the grid's strategies whose labels start with one of these (e.g. shadow "
-                         "'ssgd, global batch 32'), to remeasure part of the table side by side")
+                         "'ssgd, global batch 32'; ending in $, the whole label), to remeasure part of the table side "
+                         "by side")
     args = ap.parse_args()
     MODEL, TARGET, GBIT, RANKS = args.model, args.target, args.gbit, args.ranks
     shaped_study.STEADY_LINK = args.steady_link
@@ -336,7 +342,7 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     done = json.load(open(partial)) if args.resume and os.path.exists(partial) else {}
     for label, grid in chosen.items():
-        if args.only and not any(label.startswith(prefix) for prefix in args.only):
+        if args.only and not any(chosen_by(prefix, label) for prefix in args.only):
             continue
         results[label] = []
         for number, settings in enumerate(grid):
