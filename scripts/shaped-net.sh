@@ -178,12 +178,11 @@ export OMPI_MCA_btl_tcp_if_include=eth0 OMPI_MCA_oob_tcp_if_include=eth0 OMPI_MC
 # and a yield would hand its core to the background until the next tick).
 export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 # Past its 64 KiB eager limit, Open MPI's TCP transport moves a message only
-# inside MPI calls unless its progress thread runs: a slice a rank sends
-# before computing on then leaves between its layers, and its receiver waits
-# (measured: vgg16_cifar, global batch 32, 2 ranks at 1 Gbit/s steady, the
-# burst plan's step 210-216 ms without the thread, 186-208 with it; data
-# parallel's 914-920 either way). On unless told otherwise.
-export OMPI_MCA_btl_tcp_progress_thread=${OMPI_MCA_btl_tcp_progress_thread:-1}
+# inside MPI calls: a slice a rank sends before computing on leaves between
+# its layers, and its receiver waits (vgg16_cifar, global batch 32, 2 ranks
+# at 1 Gbit/s steady, the burst plan's step: 213 ms, 187 with Open MPI's TCP
+# progress thread). That thread is left off: with Open MPI 4.1.4 it hung a
+# run in MPI_Init's first collective (docs/parallel.md).
 # Every emulated node's daemon sees the whole machine and binds its first rank
 # to core 0, so the nodes' ranks would all share core 0 (measured: 2 ranks of
 # a LeNet-5 job, 7688 samples/s bound so, 14123 unbound). Ranks are left
