@@ -492,6 +492,9 @@ def plot(best, tmp, png):
         if r is not None:
             logs.append(os.path.join(tmp, r["log"]))
             labels += ["--label", label]
+    if not logs:
+        print(f"no run reached {TARGET}: no plot")
+        return
     python = next((p for p in ("python3", "/usr/bin/python3")
                    if subprocess.run([p, "-c", "import matplotlib"], capture_output=True).returncode == 0), None)
     if python is None:
