@@ -284,9 +284,10 @@ def bests_grid(studies, top):
             reached = sorted((r for r in runs if r["time_to_target_seconds"] is not None),
                              key=lambda r: r["time_to_target_seconds"])
             for settings in (kept(r["settings"]) for r in reached[:top]):
-                if settings not in grid.setdefault(label, []):
-                    grid[label].append(settings)
-    return {label: settings for label, settings in grid.items() if settings}
+                known = grid.setdefault(label, [])
+                if settings not in known:
+                    known.append(settings)
+    return grid
 
 
 def main():

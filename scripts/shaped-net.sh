@@ -44,9 +44,9 @@
 # it runs on: SHAPED_NET_GBIT_PER_RANK, SHAPED_NET_NODES,
 # SHAPED_NET_RANKS_PER_NODE and SHAPED_NET_STEADY (1 with --steady, else 0).
 # Everything the script creates (namespaces, links, /etc/netns/<namespace>) is
-# removed when it ends, also on Ctrl-C, SIGTERM or failure; the host's own interfaces are never
-# touched (every link is created inside the namespaces). The exit status is
-# COMMAND's.
+# removed when it ends, also on Ctrl-C, SIGTERM or failure; the host's own
+# interfaces are never touched (every link is created inside the namespaces).
+# The exit status is COMMAND's.
 #
 # Addresses come from 198.18.0.0/15, the block set aside for network
 # benchmarks (RFC 2544), and exist only inside the namespaces.

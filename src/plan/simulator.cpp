@@ -187,8 +187,8 @@ class StepSimulator {
     }
   }
 
-  // The lengths of the stretches of [0, step] that `work` (one rank's)
-  // leaves free, the one ending the step joined to the one starting it (the
+  // The lengths of the stretches of [0, step] that `work` (one core's ranks',
+  // overlapping or not) leaves free, the one ending the step joined to the one starting it (the
   // next step's), and listed last.
   static std::vector<double> gaps_between(const std::vector<std::pair<double, double>>& work, double step) {
     const std::vector<std::pair<double, double>> free = uncovered(work, 0, step);
@@ -231,7 +231,10 @@ class StepSimulator {
     for (int r = 0; r < ranks_; ++r) sim.idle_s.push_back(sim.iteration_s - busy_[r]);
     // A core is free only while none of its ranks works on it.
     std::vector<std::vector<std::pair<double, double>>> core_work(core_busy_.size());
-    for (int r = 0; r < ranks_; ++r) core_work[core_of(r)].insert(core_work[core_of(r)].end(), work_[r].begin(), work_[r].end());
+    for (int r = 0; r < ranks_; ++r) {
+      std::vector<std::pair<double, double>>& on_core = core_work[core_of(r)];
+      on_core.insert(on_core.end(), work_[r].begin(), work_[r].end());
+    }
     for (const auto& work : core_work) sim.idle_gaps_s.push_back(gaps_between(work, sim.iteration_s));
     for (int r = 0; timeline_ && r < ranks_; ++r) {
       event(r, Track::gradient_sync, [] { return "allreduce wait"; }, clock_[r], reduced_[r], true);
@@ -303,13 +306,14 @@ BackgroundPrediction predict_background(const ForegroundRun& fg, const Backgroun
                                         const LinkModel& p2p, const LinkModel& allreduce) {
   const Simulation& s = fg.own_plan;
   const int R = static_cast<int>(s.idle_s.size());
-  // The background runs on the foreground's ranks and so on its cores: with
-  // fewer cores than ranks, those cores' worth alone.
+  // The background runs on the foreground's ranks and so on its cores
+  // (core_busy_s: min(cores, ranks) of them): with fewer cores than ranks,
+  // those cores' worth alone.
   const int cores = s.core_busy_s.empty() ? R : static_cast<int>(s.core_busy_s.size());
   BackgroundPrediction b;
   if (bg.independent) {  // a replica per rank, no network: one rank's rate alone on each core
     const Simulation one = simulate(*bg.spec, *bg.profile, data_parallel_plan(*bg.spec, 1, bg.batch), p2p, allreduce);
-    b.alone_samples_per_second = std::min(R, cores) * bg.batch / one.iteration_s;
+    b.alone_samples_per_second = cores * bg.batch / one.iteration_s;
   } else {
     if (bg.batch < R)
       throw Error(fmt::format("background batch {} is smaller than the {} ranks it would run on", bg.batch, R));
