@@ -177,12 +177,18 @@ export OMPI_MCA_btl_tcp_if_include=eth0 OMPI_MCA_oob_tcp_if_include=eth0 OMPI_MC
 # (with a background job, tell it 0: the foreground's waits sleep by themselves,
 # and a yield would hand its core to the background until the next tick).
 export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
-# Past its 64 KiB eager limit, Open MPI's TCP transport moves a message only
-# inside MPI calls: a slice a rank sends before computing on leaves between
-# its layers, and its receiver waits (vgg16_cifar, global batch 32, 2 ranks
-# at 1 Gbit/s steady, the burst plan's step: 213 ms, 187 with Open MPI's TCP
-# progress thread). That thread is left off: with Open MPI 4.1.4 it hung a
-# run in MPI_Init's first collective (docs/parallel.md).
+# Past its eager limit (64 KiB by default), Open MPI's TCP transport moves a
+# message only inside MPI calls: a slice a rank sends before computing on would
+# leave between its layers while its receiver waits (vgg16_cifar, global batch
+# 32, 2 ranks at 1 Gbit/s steady, the burst plan's step: 167-172 ms; simulated
+# 148). Messages up to 4 MiB are therefore sent eagerly: the kernel's socket
+# buffer takes them at once and they move while the sender computes (the same
+# plan: 144-157 ms; data parallel's step and the ranks' peak memory unchanged;
+# docs/parallel.md). Open MPI's TCP progress thread would do it too, but with
+# Open MPI 4.1.4 it hung a run in MPI_Init's first collective, so it stays off.
+export OMPI_MCA_btl_tcp_eager_limit=${OMPI_MCA_btl_tcp_eager_limit:-4194304}
+export OMPI_MCA_btl_tcp_max_send_size=${OMPI_MCA_btl_tcp_max_send_size:-4194304}
+export OMPI_MCA_btl_tcp_rndv_eager_limit=${OMPI_MCA_btl_tcp_rndv_eager_limit:-4194304}
 # Every emulated node's daemon sees the whole machine and binds its first rank
 # to core 0, so the nodes' ranks would all share core 0 (measured: 2 ranks of
 # a LeNet-5 job, 7688 samples/s bound so, 14123 unbound). Ranks are left
