@@ -74,10 +74,24 @@ def log(text):
 
 
 def run(cmd, env=ENV, timeout=900):
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    return done.stdout
+    """`cmd`'s standard output; RuntimeError with its output's tail where it fails or overruns `timeout` s. An
+    overrunning command gets SIGTERM first, so that scripts/shaped-net.sh ends its mpirun and removes its namespaces
+    (a SIGKILL cannot be trapped and would leave them), and SIGKILL only if it is still there 60 s later."""
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+            failure = f"exit status {proc.returncode}" if proc.returncode != 0 else None
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                out, err = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+            failure = f"no end within {timeout} s (stopped)"
+    if failure:
+        raise RuntimeError(f"{' '.join(cmd)}: {failure}\n{out[-2000:]}\n{err[-2000:]}")
+    return out
 
 
 def write_jobs(tmp, model, batch, steps):
