@@ -7,7 +7,8 @@
 #
 # Usage (as root):
 #   scripts/shaped-net.sh [--gbit G] [--nodes N] [--ranks-per-node K]
-#                         [--burst-kb B] [--queue-ms Q] [--mtu M] [--steady] [--quiet] -- COMMAND...
+#                         [--burst-kb B] [--queue-ms Q] [--mtu M] [--steady]
+#                         [--tcp-cc NAME] [--quiet] -- COMMAND...
 #
 #   --gbit G            bandwidth per rank in Gbit/s (a node's link carries
 #                       K x G each way); 0 leaves the links unshaped (TCP over
@@ -33,6 +34,17 @@
 #                       measured at 1 Gbit/s: 256 KiB point to point in 1.94
 #                       against 1.03 ms, at about 1.5x the kernel's core time
 #                       per MB moved.
+#   --tcp-cc NAME       TCP congestion control in every namespace (default
+#                       reno). A new namespace otherwise takes the host's
+#                       default, which may be anything (bbr on some VMs: its
+#                       pacing cost this machine's cores 3.5 ms per MB summed
+#                       at 3 Gbit/s, reno 2.1), so the testbed would measure
+#                       differently from host to host. A namespace may only
+#                       take one the host lists in its
+#                       net.ipv4.tcp_allowed_congestion_control; reno always
+#                       is. Linux's own default, cubic, is loss-based as reno
+#                       is, and with the namespaces' microsecond round trips
+#                       grows its window as reno does.
 #   --quiet             no summary line on standard error.
 #
 # COMMAND runs as node0, in node0's namespace, with Open MPI set up through its
@@ -63,7 +75,7 @@ if [[ ${1:-} == --agent ]]; then
   exec ip netns exec "${SHAPED_NET_PREFIX:?}$host" unshare --uts sh -c "hostname $host && $*"
 fi
 
-gbit=1 nodes=2 per_node=1 burst_kb="" queue_ms=10 mtu=1500 steady=0 quiet=0
+gbit=1 nodes=2 per_node=1 burst_kb="" queue_ms=10 mtu=1500 steady=0 tcp_cc=reno quiet=0
 while (($#)); do
   case $1 in
     --gbit) gbit=${2:?--gbit needs a value}; shift 2 ;;
@@ -73,6 +85,7 @@ while (($#)); do
     --queue-ms) queue_ms=${2:?--queue-ms needs a value}; shift 2 ;;
     --mtu) mtu=${2:?--mtu needs a value}; shift 2 ;;
     --steady) steady=1; shift ;;
+    --tcp-cc) tcp_cc=${2:?--tcp-cc needs a value}; shift 2 ;;
     --quiet) quiet=1; shift ;;
     --) shift; break ;;
     *) die "unknown option '$1' (usage: scripts/shaped-net.sh [--gbit G] [--nodes N] [--ranks-per-node K] -- COMMAND...)" ;;
@@ -86,6 +99,7 @@ is_number "$gbit" || die "--gbit '$gbit' is not a non-negative number of Gbit/s"
 [[ -z $burst_kb ]] || is_number "$burst_kb" || die "--burst-kb '$burst_kb' is not a number of KiB"
 [[ $queue_ms =~ ^[0-9]+$ ]] && ((queue_ms >= 1)) || die "--queue-ms '$queue_ms' must be a positive whole number"
 [[ $mtu =~ ^[0-9]+$ ]] && ((mtu >= 576 && mtu <= 65535)) || die "--mtu '$mtu' must be 576 to 65535 bytes"
+[[ $tcp_cc =~ ^[a-z0-9_]+$ ]] || die "--tcp-cc '$tcp_cc' is not a congestion control's name"
 
 # What the testbed needs, each missing piece named in one line.
 ((EUID == 0)) || die "needs root (network namespaces and tc); run it as root"
@@ -112,6 +126,8 @@ add_ns() {
   ip netns add "$1" 2>/dev/null || die "cannot create network namespace '$1' (is this a container without CAP_SYS_ADMIN?)"
   made+=("$1")
   ip -n "$1" link set lo up
+  ip netns exec "$1" sysctl -qw "net.ipv4.tcp_congestion_control=$tcp_cc" 2>/dev/null ||
+    die "cannot set TCP congestion control '$tcp_cc' (a namespace may take: $(cat /proc/sys/net/ipv4/tcp_allowed_congestion_control))"
 }
 add_ns "${prefix}switch"
 ip -n "${prefix}switch" link add br0 type bridge

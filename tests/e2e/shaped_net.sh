@@ -4,7 +4,8 @@
 # was set (within 25%); --steady holds a message after a pause to the rate;
 # a link whose token bucket is below the packet size
 # ends the profile with a message naming the stalled size instead of a silent
-# wait; the namespaces are gone afterwards, also after SIGTERM; a user without
+# wait; every namespace's TCP runs the congestion control asked for, whatever
+# the host's default; the namespaces are gone afterwards, also after SIGTERM; a user without
 # root is told so in one line. Exits 77 (skipped) where namespaces or tc
 # cannot be had.
 # Usage: shaped_net.sh BURSTPOOL_BINARY SOURCE_DIR
@@ -35,6 +36,15 @@ hosts=$(timeout 60 "$launcher" --quiet --nodes 2 --ranks-per-node 2 -- mpirun -n
 bound=$(timeout 60 "$launcher" --quiet --nodes 2 -- mpirun -np 2 --report-bindings true 2>&1 | grep -c " bound to ")
 [[ $bound == 0 ]] && echo "ok   ranks of the emulated nodes are not bound to one core" ||
   fail "binding: $bound rank(s) bound: $(timeout 60 "$launcher" --quiet --nodes 2 -- mpirun -np 2 --report-bindings true 2>&1 | head -2)"
+
+# TCP congestion control: reno unless told otherwise, on every node; one the
+# host does not allow in a namespace is refused with the ones it has.
+cc=$(timeout 60 "$launcher" --quiet --nodes 2 -- mpirun -np 2 cat /proc/sys/net/ipv4/tcp_congestion_control 2>&1 |
+  sort | tr '\n' ' ')
+[[ $cc == "reno reno " ]] && echo "ok   both nodes' TCP: $cc" || fail "congestion control: '$cc'"
+msg=$(timeout 60 "$launcher" --quiet --tcp-cc no_such_cc -- true 2>&1)
+[[ $msg == "shaped-net: cannot set TCP congestion control 'no_such_cc' (a namespace may take: "* ]] &&
+  echo "ok   unknown congestion control: $msg" || fail "unknown congestion control: '$msg'"
 
 # The rate: 0.5 Gbit/s per rank is 62.5 MB/s; both fits must find it.
 gbit=0.5
