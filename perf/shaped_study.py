@@ -36,7 +36,7 @@ pick Prescott by itself). Shaping needs root (scripts/shaped-net.sh).
 
 Usage: perf/shaped_study.py [--build build] [--rounds 3] [--gbits none,10,3,1] [--ranks 2,4]
                             [--models vgg16_cifar,vgg_small,lenet5] [--out perf/results/shaped_study]
-                            [--yield-beside-background 0|1] [--steady-link] [--packing PACKING.json]
+                            [--yield-beside-background 0|1] [--steady-link] [--packing PACKING.json] [--steps N]
        perf/shaped_study.py --from-json STUDY.json [--resimulate WORKDIR] --out OTHER
          (the report again; with --resimulate, every round simulated again with this build from the profiles and
          plans kept in the study's working folder, beside the same measurements)
@@ -359,6 +359,7 @@ def report(results, args):
     steady = args.steady_link
     flags = (" --yield-beside-background 0" if yield_off else "") + (" --steady-link" if steady else "")
     flags += f" --packing {args.packing}" if args.packing != os.path.relpath(PACKING, ROOT) else ""
+    flags += f" --steps {args.steps}" if getattr(args, "steps", 0) else ""
     yield_note = (" Shaped, the two modes beside the background run with OMPI_MCA_mpi_yield_when_idle=0 (as "
                   "docs/multiplexing.md advises: a yield inside MPI hands the core to the background), the alone "
                   "modes with scripts/shaped-net.sh's default of 1." if yield_off else "")
@@ -496,6 +497,9 @@ def main():
     ap.add_argument("--ranks", default="2,4")
     ap.add_argument("--models", default="vgg16_cifar,vgg_small,lenet5")
     ap.add_argument("--batches", default="", help="global batches for every model (default: two per model)")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="foreground steps of every run (default: per model, 14 to 200); a plan whose steps are short "
+                         "needs more, or the background beside it is still warming up when the run ends")
     ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "shaped_study"))
     ap.add_argument("--yield-beside-background", choices=("0", "1"), default="1",
                     help="OMPI_MCA_mpi_yield_when_idle of burst_bg and dp_bg where ranks yield (alone modes: 1)")
@@ -522,6 +526,7 @@ def main():
         args.gbits, args.ranks, args.models = saved["gbits"], saved["ranks"], saved["models"]
         args.yield_beside_background = saved.get("yield_beside_background", "1")
         args.steady_link = saved.get("steady_link", False)
+        args.steps = saved.get("steps", 0)
         args.packing = args.packing or saved.get("packing", os.path.relpath(PACKING, ROOT))
         PACKING_USED = os.path.join(ROOT, args.packing)
         results = resimulate(saved["results"], args.build, args.resimulate) if args.resimulate else saved["results"]
@@ -540,6 +545,7 @@ def main():
     partial = args.out + ".partial.json"
     for model in args.models.split(","):
         batches, steps = SETTINGS[model]
+        steps = args.steps or steps
         if args.batches:
             batches = tuple(int(b) for b in args.batches.split(","))
         for ranks in (int(r) for r in args.ranks.split(",")):
@@ -554,7 +560,7 @@ def main():
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     json.dump({"commit": args.commit, "rounds": args.rounds, "gbits": args.gbits, "ranks": args.ranks,
                "models": args.models, "yield_beside_background": args.yield_beside_background,
-               "steady_link": args.steady_link, "packing": args.packing, "results": results,
+               "steady_link": args.steady_link, "packing": args.packing, "steps": args.steps, "results": results,
                "seconds": time.time() - start},
               open(args.out + ".json", "w"), indent=1)
     os.remove(partial)
