@@ -250,7 +250,7 @@ def run(build, tmp, settings, log):
 
 
 def chosen_by(prefix, label):
-    """--only's rule: `label` starts with `prefix`, or is it where the prefix ends in $."""
+    """--only's rule: `label` starts with `prefix`; a prefix ending in $ must be the whole label."""
     return label == prefix[:-1] if prefix.endswith("$") else label.startswith(prefix)
 
 

@@ -188,8 +188,8 @@ class StepSimulator {
   }
 
   // The lengths of the stretches of [0, step] that `work` (one core's ranks',
-  // overlapping or not) leaves free, the one ending the step joined to the one starting it (the
-  // next step's), and listed last.
+  // overlapping or not) leaves free, the one ending the step joined to the
+  // one starting it (the next step's), and listed last.
   static std::vector<double> gaps_between(const std::vector<std::pair<double, double>>& work, double step) {
     const std::vector<std::pair<double, double>> free = uncovered(work, 0, step);
     std::vector<double> gaps;

@@ -5,8 +5,8 @@
 # a link whose token bucket is below the packet size
 # ends the profile with a message naming the stalled size instead of a silent
 # wait; every namespace's TCP runs the congestion control asked for, whatever
-# the host's default; the namespaces are gone afterwards, also after SIGTERM; a user without
-# root is told so in one line. Exits 77 (skipped) where namespaces or tc
+# the host's default; the namespaces are gone afterwards, also after SIGTERM;
+# a user without root is told so in one line. Exits 77 (skipped) where namespaces or tc
 # cannot be had.
 # Usage: shaped_net.sh BURSTPOOL_BINARY SOURCE_DIR
 set -u
