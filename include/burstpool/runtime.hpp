@@ -34,6 +34,13 @@ int node_cores();
 // name their files after the Slurm job.
 std::string expand_output_path(const std::string& pattern, const std::string& job_name);
 
+// Whether init_mpi leaves glibc's malloc as it is: the user set it
+// (GLIBC_TUNABLES with glibc.malloc.*, or MALLOC_MMAP_MAX_,
+// MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_), or asked for its defaults
+// (BURSTPOOL_SYSTEM_MALLOC=1). Otherwise init_mpi keeps freed memory in the
+// heap for the next gradient sum's scratch buffer (docs/parallel.md).
+bool malloc_left_alone();
+
 // MPI_Init_thread asking for MPI_THREAD_MULTIPLE (background jobs and
 // synchronisation threads call MPI); fails if less than `required` is given.
 WorldInfo init_mpi(int* argc, char*** argv);

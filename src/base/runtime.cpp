@@ -34,17 +34,6 @@ cpu_set_t affinity() {
   for (int c = 0; c < online && c < CPU_SETSIZE; ++c) CPU_SET(c, &set);
   return set;
 }
-// Whether the user set glibc's malloc themselves (a tunable or a MALLOC_*_
-// variable), or asked for its defaults (BURSTPOOL_SYSTEM_MALLOC=1).
-bool malloc_left_alone() {
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if (tunables && std::strstr(tunables, "glibc.malloc.")) return true;
-  for (const char* name : {"MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"})
-    if (std::getenv(name)) return true;
-  const char* system = std::getenv("BURSTPOOL_SYSTEM_MALLOC");
-  return system && std::strcmp(system, "0") != 0;
-}
-
 // Open MPI's non-blocking allreduce mallocs a scratch buffer for every sum
 // (over 2 ranks, half the sum) and frees it when the sum ends. glibc serves a
 // block past its mmap threshold (at most 32 MiB) by a fresh mmap and gives
@@ -61,6 +50,15 @@ void keep_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, INT_MAX);
 }
 }  // namespace
+
+bool malloc_left_alone() {
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables && std::strstr(tunables, "glibc.malloc.")) return true;
+  for (const char* name : {"MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"})
+    if (std::getenv(name)) return true;
+  const char* system = std::getenv("BURSTPOOL_SYSTEM_MALLOC");
+  return system && std::strcmp(system, "0") != 0;
+}
 
 WorldInfo init_mpi(int* argc, char*** argv) {
   for (int i = 0; i < *argc; ++i) {
