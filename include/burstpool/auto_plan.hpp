@@ -35,11 +35,20 @@ struct AutoCandidates {
 // why data parallel runs (one line), or an empty string when the plan does.
 std::string data_parallel_instead(const AutoCandidates& candidates, bool background, double min_gain);
 
+// The largest gradient sum a job with this layer profile makes in buckets
+// of `bucket_bytes` ([parallel] bucket_mb): a bucket closes before a layer
+// would take it past that size, so a sum is a bucket (at most that, or all
+// the parameters) or one layer larger than a bucket alone. plan = auto
+// measures the network up to it.
+struct ModelProfile;
+double largest_sum_bytes(const ModelProfile& profile, double bucket_bytes);
+
 // Collective over MPI_COMM_WORLD. Rank 0 takes the layer profile of this
 // model, device, thread count and host from [parallel] profile_cache, or
 // measures it and puts it there (a cached file that does not load is named,
 // and measured again); the network profile likewise, measured by all ranks
-// together (kept per rank count and host list). It plans at [parallel]
+// together up to the job's largest sum (kept per rank count and host list;
+// measured again where the cached one stopped short of that sum). It plans at [parallel]
 // amp_limit and amp_rule, keeps the plan or data parallel by
 // data_parallel_instead, writes the plan next to the metrics (<metrics>.plan.json)
 // or into the cache, and prints a one-line summary; every rank gets the plan.

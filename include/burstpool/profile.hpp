@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "burstpool/spec.hpp"
@@ -72,12 +73,28 @@ inline double ring_bytes(double bytes, double ranks) { return 2.0 * (ranks - 1) 
 constexpr double kDefaultBucketBytes = 25.0 * (1 << 20);
 
 struct LinkModel {
-  double latency_s = 0, bandwidth_bytes_per_s = 0;  // time(bytes) = latency + bytes / bandwidth
+  LinkModel(double latency = 0, double bandwidth = 0, double core = 0)
+      : latency_s(latency), bandwidth_bytes_per_s(bandwidth), core_seconds_per_byte(core) {}
+
+  double latency_s = 0, bandwidth_bytes_per_s = 0;  // the line: time(bytes) = latency + bytes / bandwidth
   // Core time the operation takes from the rank's computing thread per byte it
   // moves: on a CPU, MPI's copies and sums run inside the rank's own progress
   // calls, between its layers, so a gradient sum in flight slows the backward
   // pass beside it (0: none, as with sums made by the network or a GPU).
   double core_seconds_per_byte = 0;
+  // The measured times themselves, (bytes moved, seconds), ascending in both
+  // (measured_curve), where a profile has them: a link's time per byte need
+  // not be one number over all sizes (over TCP, sums of 64 MiB have run 50%
+  // slower per byte than those of 16 MiB), which one line fitted to all of
+  // them averages away. Empty: the line alone.
+  std::vector<std::pair<double, double>> measured;
+
+  // Seconds to move `bytes`: with 2 or more measured points, interpolated
+  // between the two around it; below the smallest, the smallest's time; past
+  // the largest, extended at the last two points' rate or the line's, the
+  // slower (past what was measured a link is not assumed to get faster).
+  // Without them, the line.
+  double seconds(double bytes) const;
 };
 
 struct NetworkSample {
@@ -94,8 +111,19 @@ struct NetworkProfile {
   std::vector<NetworkSample> samples;
 };
 
+// The measured points of `samples` of one kind ("p2p", "allreduce") and
+// group, as LinkModel::measured wants them: x the bytes moved (a ring's
+// 2(n-1)/n x bytes for an allreduce), sorted; each time at least the one
+// before it (a smaller message measured slower is noise, not a faster link).
+std::vector<std::pair<double, double>> measured_curve(const std::vector<NetworkSample>& samples,
+                                                      const std::string& kind, int group);
+
 struct NetworkOptions {
-  double max_bytes = 64.0 * 1024 * 1024;  // largest message tried (sizes 4 B, x4 steps)
+  double max_bytes = 64.0 * 1024 * 1024;  // largest message tried (sizes 4 B, x4 steps, then this one)
+  // Sizes up to this one are measured whatever their time (each still within
+  // the deadline): the largest sum a job makes, which its plan must not take
+  // from a model extended past what was measured (0: the budget decides).
+  double required_bytes = 0;
   int repeats = 7;                        // timed operations per size, at most; the median is kept
   double seconds_per_size = 2;            // a size's time budget: fewer repeats, and no larger sizes, past it
   double deadline_s = 30;                 // one message slower than this is an error (a stalled link)
@@ -111,6 +139,9 @@ struct NetworkOptions {
 // time allows; fits both models. Throws (naming the size) when one message
 // outlives the deadline.
 NetworkProfile profile_network(const NetworkOptions& options);
+// The sweep's size after `bytes`: 4x it while that is at most `max_bytes`,
+// then `max_bytes` itself (in whole floats) if not yet measured; 0: done.
+double next_sweep_size(double bytes, double max_bytes);
 // The sweep's forecast of the next size (4x `bytes`) from this size's time
 // and the previous one's (previous_bytes 0: none): this time plus the extra
 // bytes at the rate the time grew. Times that did not grow are latency-bound,

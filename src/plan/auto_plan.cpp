@@ -62,28 +62,58 @@ ModelProfile layer_profile(const JobConfig& job, const ModelSpec& spec, int thre
   return p;
 }
 
-// Collective: the cached network profile (rank 0 reads it), or one measured
-// by every rank and cached by rank 0. Every rank returns rank 0's models.
-std::pair<LinkModel, LinkModel> network(const std::string& file, int world_size, double bucket_bytes) {
-  const bool root = world().rank == 0;
-  int cached = 0;
-  NetworkProfile net;
-  if (root && fs::exists(file)) {
-    try {
-      net = load_network(file);
-      cached = net.ranks == world_size;
-      if (!cached) fmt::print(stderr, "burstpool: warning: {} is for {} ranks; measuring again\n", file, net.ranks);
-    } catch (const Error& e) {
-      fmt::print(stderr, "burstpool: warning: cached network profile refused: {}; measuring again\n", e.what());
-    }
+// Collective: rank 0's link models, on every rank (the measured allreduce
+// points too).
+std::pair<LinkModel, LinkModel> broadcast_links(const NetworkProfile& net) {
+  double links[5] = {net.p2p.latency_s, net.p2p.bandwidth_bytes_per_s, net.allreduce.latency_s,
+                     net.allreduce.bandwidth_bytes_per_s, net.allreduce.core_seconds_per_byte};
+  BP_MPI_CHECK(MPI_Bcast(links, 5, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  std::vector<std::pair<double, double>> points = net.allreduce.measured;
+  int count = static_cast<int>(points.size());
+  BP_MPI_CHECK(MPI_Bcast(&count, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  points.resize(count);
+  BP_MPI_CHECK(MPI_Bcast(points.data(), 2 * count, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  LinkModel allreduce{links[2], links[3], links[4]};
+  allreduce.measured = std::move(points);
+  return {{links[0], links[1]}, allreduce};
+}
+
+// Rank 0: the cached network profile in `file`, if it is for `world_size`
+// ranks and measured sums of `required_bytes` (else why not, on stderr).
+bool cached_network(const std::string& file, int world_size, double required_bytes, NetworkProfile& net) {
+  if (!fs::exists(file)) return false;
+  try {
+    net = load_network(file);
+  } catch (const Error& e) {
+    fmt::print(stderr, "burstpool: warning: cached network profile refused: {}; measuring again\n", e.what());
+    return false;
   }
+  if (net.ranks != world_size)
+    fmt::print(stderr, "burstpool: warning: {} is for {} ranks; measuring again\n", file, net.ranks);
+  else if (net.largest_bytes < required_bytes)
+    fmt::print("plan auto: {} measured sums up to {:.3g} MB, this job makes sums of {:.3g} MB; measuring again\n",
+               file, net.largest_bytes / 1e6, required_bytes / 1e6);
+  else
+    return true;
+  return false;
+}
+
+// Collective: the cached network profile (rank 0 reads it), or one measured
+// by every rank up to the job's largest sum and cached by rank 0. Every rank
+// returns rank 0's models.
+std::pair<LinkModel, LinkModel> network(const std::string& file, int world_size, double bucket_bytes,
+                                        double largest_sum) {
+  const bool root = world().rank == 0;
+  NetworkProfile net;
+  int cached = root && cached_network(file, world_size, largest_sum, net);
   BP_MPI_CHECK(MPI_Bcast(&cached, 1, MPI_INT, 0, MPI_COMM_WORLD));
   if (cached && root) fmt::print("plan auto: network profile from {}: {}\n", file, network_summary(net));
   if (!cached) {
     if (root) fmt::print("plan auto: measuring the network between {} ranks (once: cached in {})\n", world_size, file);
     std::fflush(stdout);
     NetworkOptions options;
-    options.max_bytes = 16.0 * (1 << 20);
+    options.max_bytes = std::max(16.0 * (1 << 20), largest_sum);
+    options.required_bytes = largest_sum;
     options.repeats = 3;
     options.seconds_per_size = 1;
     options.core_bytes = bucket_bytes;  // the size of the sums the job makes
@@ -93,10 +123,19 @@ std::pair<LinkModel, LinkModel> network(const std::string& file, int world_size,
       fmt::print("plan auto: network: {}\n", network_summary(net));
     }
   }
-  double links[5] = {net.p2p.latency_s, net.p2p.bandwidth_bytes_per_s, net.allreduce.latency_s,
-                     net.allreduce.bandwidth_bytes_per_s, net.allreduce.core_seconds_per_byte};
-  BP_MPI_CHECK(MPI_Bcast(links, 5, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-  return {{links[0], links[1]}, {links[2], links[3], links[4]}};
+  return broadcast_links(net);
+}
+
+// Collective: the job's links, from the network profile of its ranks' hosts
+// in the profile cache (one rank: a link that costs nothing).
+std::pair<LinkModel, LinkModel> job_links(const JobConfig& job, double largest_sum) {
+  const WorldInfo& w = world();
+  if (w.size == 1) return {{1e-6, 1e10}, {1e-6, 1e10}};
+  std::string hosts;
+  for (const auto& [host, count] : world_hosts()) hosts += fmt::format("{}x{}_", safe(host), count);
+  return network(
+      fmt::format("{}/network-{}ranks-{:016x}.json", job.profile_cache, w.size, std::hash<std::string>{}(hosts)),
+      w.size, static_cast<double>(job.bucket_bytes), largest_sum);
 }
 
 std::string plan_file(const JobConfig& job, const std::string& cache, int ranks) {
@@ -140,6 +179,15 @@ int shared_cores(int threads) {
 
 }  // namespace
 
+double largest_sum_bytes(const ModelProfile& profile, double bucket_bytes) {
+  double total = 0, largest_layer = 0;
+  for (const LayerProfile& l : profile.layers) {
+    total += l.parameter_bytes;
+    largest_layer = std::max(largest_layer, l.parameter_bytes);
+  }
+  return std::max(std::min(bucket_bytes, total), largest_layer);
+}
+
 std::string data_parallel_instead(const AutoCandidates& c, bool background, double min_gain) {
   if (!background) {
     if (c.plan_step_s <= (1 - min_gain) * c.data_parallel_step_s) return "";
@@ -167,12 +215,16 @@ AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
   BP_MPI_CHECK(MPI_Bcast(&made, 1, MPI_INT, 0, MPI_COMM_WORLD));
   if (!made)
     throw Error(fmt::format("{}: [parallel] profile_cache: cannot create the folder {}", job.file, cache));
-  std::string hosts;
-  for (const auto& [host, count] : world_hosts()) hosts += fmt::format("{}x{}_", safe(host), count);
-  const auto [p2p, allreduce] =
-      w.size > 1 ? network(fmt::format("{}/network-{}ranks-{:016x}.json", cache, w.size, std::hash<std::string>{}(hosts)),
-                           w.size, static_cast<double>(job.bucket_bytes))
-                 : std::pair<LinkModel, LinkModel>{{1e-6, 1e10}, {1e-6, 1e10}};
+  ModelProfile profile;  // rank 0's
+  double largest_sum = 0;
+  if (w.rank == 0) {
+    profile = layer_profile(job, spec, threads,
+                            fmt::format("{}/{}-{}-{}-{}threads-{}.json", cache, safe(spec.name), model_fingerprint(spec),
+                                        safe(job.device), threads, safe(w.host)));
+    largest_sum = largest_sum_bytes(profile, static_cast<double>(job.bucket_bytes));
+  }
+  BP_MPI_CHECK(MPI_Bcast(&largest_sum, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  const auto [p2p, allreduce] = job_links(job, largest_sum);
   const bool background = !job.background.job_path.empty();
   const int cores = background ? shared_cores(threads) : 0;
   std::vector<int> counts(spec.layers.size(), 1), firsts(spec.layers.size(), 0);
@@ -180,9 +232,6 @@ AutoPlan auto_plan(const JobConfig& job, const ModelSpec& spec, int threads) {
   AutoPlan result;
   result.path = plan_file(job, cache, w.size);
   if (w.rank == 0) {
-    const std::string file = fmt::format("{}/{}-{}-{}-{}threads-{}.json", cache, safe(spec.name),
-                                         model_fingerprint(spec), safe(job.device), threads, safe(w.host));
-    const ModelProfile profile = layer_profile(job, spec, threads, file);
     PlannerOptions o;
     o.ranks = w.size;
     o.global_batch = job.batch_size;

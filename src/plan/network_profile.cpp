@@ -61,7 +61,8 @@ std::vector<double> timed_series(MPI_Comm comm, int repeats, double budget_s, Op
     const auto t0 = Clock::now();
     op();
     if (r >= kWarmup) times.push_back(seconds_since(t0));
-    int more = r + 1 < kWarmup || (static_cast<int>(times.size()) < repeats && seconds_since(start) < budget_s);
+    // Past the warm-up at least one timed run, however long the warm-up took.
+    int more = times.empty() || (static_cast<int>(times.size()) < repeats && seconds_since(start) < budget_s);
     BP_MPI_CHECK(MPI_Bcast(&more, 1, MPI_INT, 0, comm));
     if (!more) return times;
   }
@@ -179,6 +180,24 @@ double core_cost_bytes(const LinkModel& allreduce, int ranks, int repeats, const
   return 4 * std::floor(std::max(4.0, std::min(options.core_bytes, fits)) / 4);
 }
 
+// The file's measured times ("samples"; none in a file written by hand),
+// each with its kind, group, size and time; errors name the entry.
+std::vector<NetworkSample> load_samples(const nlohmann::json& j, const std::string& path) {
+  std::vector<NetworkSample> samples;
+  if (!j.contains("samples")) return samples;
+  if (!j["samples"].is_array()) throw Error(fmt::format("{}: samples is not a list", path));
+  for (size_t i = 0; i < j["samples"].size(); ++i) {
+    const nlohmann::json& s = j["samples"][i];
+    const bool ok = s.is_object() && s.contains("kind") && s["kind"].is_string() && s.contains("group") &&
+                    s["group"].is_number_integer() && s.contains("bytes") && s["bytes"].is_number() &&
+                    s.contains("seconds") && s["seconds"].is_number() && s["bytes"] > 0 && s["seconds"] >= 0;
+    if (!ok)
+      throw Error(fmt::format("{}: samples[{}] needs a kind, a group, bytes > 0 and seconds >= 0", path, i));
+    samples.push_back({s["kind"], s["group"], s["bytes"], s["seconds"]});
+  }
+  return samples;
+}
+
 LinkModel link_from_fit(std::pair<double, double> fit) {
   LinkModel l;
   l.latency_s = std::max(0.0, fit.first);
@@ -187,6 +206,41 @@ LinkModel link_from_fit(std::pair<double, double> fit) {
 }
 
 }  // namespace
+
+double LinkModel::seconds(double bytes) const {
+  const double line_rate = 1.0 / bandwidth_bytes_per_s;
+  if (measured.size() < 2) return latency_s + bytes * line_rate;
+  if (bytes <= measured.front().first) return measured.front().second;
+  const auto above = std::lower_bound(measured.begin(), measured.end(), std::make_pair(bytes, 0.0));
+  if (above == measured.end()) {
+    const auto& [x1, t1] = measured.back();
+    const auto& [x0, t0] = measured[measured.size() - 2];
+    return t1 + (bytes - x1) * std::max(line_rate, (t1 - t0) / (x1 - x0));
+  }
+  const auto& [x1, t1] = *above;
+  const auto& [x0, t0] = *(above - 1);
+  return t0 + (bytes - x0) * (t1 - t0) / (x1 - x0);
+}
+
+std::vector<std::pair<double, double>> measured_curve(const std::vector<NetworkSample>& samples,
+                                                      const std::string& kind, int group) {
+  std::vector<std::pair<double, double>> points;
+  for (const NetworkSample& s : samples)
+    if (s.kind == kind && s.group == group)
+      points.emplace_back(kind == "allreduce" ? ring_bytes(s.bytes, group) : s.bytes, s.seconds);
+  std::sort(points.begin(), points.end());
+  // One point per size (the first), and times that never fall as the size grows.
+  points.erase(std::unique(points.begin(), points.end(), [](auto& a, auto& b) { return a.first == b.first; }),
+               points.end());
+  for (size_t i = 1; i < points.size(); ++i) points[i].second = std::max(points[i].second, points[i - 1].second);
+  return points;
+}
+
+double next_sweep_size(double bytes, double max_bytes) {
+  if (4 * bytes <= max_bytes) return 4 * bytes;
+  const double last = 4 * std::floor(max_bytes / 4);  // whole floats
+  return bytes < last ? last : 0;
+}
 
 double next_size_seconds(double bytes, double seconds, double previous_bytes, double previous_seconds) {
   const double per_byte =
@@ -208,7 +262,7 @@ NetworkProfile profile_network(const NetworkOptions& options) {
   MPI_Comm pair;
   BP_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, w.rank < 2 ? 0 : MPI_UNDEFINED, w.rank, &pair));
   double previous_bytes = 0, previous_slowest = 0;
-  for (double bytes = 4; bytes <= options.max_bytes; bytes *= 4) {
+  for (double bytes = 4; bytes > 0; bytes = next_sweep_size(bytes, options.max_bytes)) {
     const double one_way = measure_p2p(pair, buffer, bytes, options);
     net.samples.push_back({"p2p", 2, bytes, one_way});
     px.push_back(bytes);
@@ -227,18 +281,20 @@ NetworkProfile profile_network(const NetworkOptions& options) {
     if (options.progress) options.progress(line);
     // Stop where the next size's warm-up and one timed run of each operation
     // would already overrun its budget.
+    const double next_bytes = next_sweep_size(bytes, options.max_bytes);
     const double next = next_size_seconds(bytes, slowest, previous_bytes, previous_slowest);
     previous_bytes = bytes, previous_slowest = slowest;
-    if (4 * bytes <= options.max_bytes && (kWarmup + 1) * w.size * next > options.seconds_per_size) {
+    if (next_bytes > options.required_bytes && (kWarmup + 1) * w.size * next > options.seconds_per_size) {
       if (options.progress)
         options.progress(fmt::format("network: stopped at {}: a {} message would overrun {:g} s per size",
-                                     size_text(bytes), size_text(4 * bytes), options.seconds_per_size));
+                                     size_text(bytes), size_text(next_bytes), options.seconds_per_size));
       break;
     }
   }
   if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
   net.p2p = link_from_fit(fit_line(px, pt));
   net.allreduce = link_from_fit(fit_line(ax, at));
+  net.allreduce.measured = measured_curve(net.samples, "allreduce", w.size);
   if (!(net.p2p.bandwidth_bytes_per_s > 0) || !(net.allreduce.bandwidth_bytes_per_s > 0))
     throw Error(fmt::format("network profile: the times did not grow with the message size up to {} (the largest "
                             "whose operations fit {:g} s each), so no bandwidth can be fitted: ranks spinning in MPI "
@@ -303,6 +359,8 @@ NetworkProfile load_network(const std::string& path) {
   net.ranks = j.value("ranks", 0);
   net.largest_bytes = j.value("largest_bytes", 0.0);
   net.seconds = j.value("seconds", 0.0);
+  net.samples = load_samples(j, path);
+  net.allreduce.measured = measured_curve(net.samples, "allreduce", net.ranks);
   return net;
 }
 

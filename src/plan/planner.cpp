@@ -55,19 +55,19 @@ double CostModel::compute(int layer, int n) const { return forward(layer, n) + b
 double CostModel::sync(int layer, int n) const {
   const double bytes = prof_[layer]->parameter_bytes;
   if (n == 1 || bytes == 0) return 0.0;
-  return o_.allreduce.latency_s + ring_bytes(bytes, n) / o_.allreduce.bandwidth_bytes_per_s;
+  return o_.allreduce.seconds(ring_bytes(bytes, n));
 }
 
 double CostModel::transfer(int producer, int from_n, int to_n) const {
   if (from_n == to_n) return 0.0;
   const double lo = std::min(from_n, to_n), hi = std::max(from_n, to_n);
   const double bytes = prof_[producer]->activation_bytes_per_sample * o_.global_batch * (1.0 / lo - 1.0 / hi);
-  return 2.0 * (o_.p2p.latency_s + bytes / o_.p2p.bandwidth_bytes_per_s);
+  return 2.0 * o_.p2p.seconds(bytes);
 }
 
 double CostModel::transfer_apart(int producer, int from_n, int to_n) const {
   const double bytes = prof_[producer]->activation_bytes_per_sample * o_.global_batch / std::min(from_n, to_n);
-  return 2.0 * (o_.p2p.latency_s + bytes / o_.p2p.bandwidth_bytes_per_s);
+  return 2.0 * o_.p2p.seconds(bytes);
 }
 
 double CostModel::transfer_between(int producer, int from_n, int to_first, int to_n) const {

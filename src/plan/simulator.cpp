@@ -61,7 +61,7 @@ class StepSimulator {
     if (timeline_ && to > from) events_.push_back({r, track, std::string(name()), from, to - from, is_busy});
   }
 
-  double message(double bytes) const { return p2p_.latency_s + bytes / p2p_.bandwidth_bytes_per_s; }
+  double message(double bytes) const { return p2p_.seconds(bytes); }
 
   // When each rank's last piece of a slice exchange arrives: pieces go from
   // `from`'s slicing to `to`'s, each leaving when its sender made it
@@ -169,7 +169,7 @@ class StepSimulator {
     double start = group_free_[set];
     for (int r : set) start = std::max(start, clock_[r]);
     const double n = static_cast<double>(set.size());
-    const double end = start + allreduce_.latency_s + ring_bytes(bytes, n) / allreduce_.bandwidth_bytes_per_s;
+    const double end = start + allreduce_.seconds(ring_bytes(bytes, n));
     group_free_[set] = end;
     // On a CPU the sum's copies and additions run on the rank's own core,
     // inside its progress calls between layers: they delay what it computes

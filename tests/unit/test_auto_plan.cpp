@@ -4,6 +4,7 @@
 
 #include "burstpool/auto_plan.hpp"
 #include "burstpool/error.hpp"
+#include "burstpool/profile.hpp"
 #include "burstpool/simulator.hpp"
 
 namespace burstpool {
@@ -16,6 +17,20 @@ Simulation step(double iteration_s, std::vector<double> idle_s) {
   for (double idle : s.idle_s) s.busy_s.push_back(iteration_s - idle);
   s.core_busy_s = s.busy_s;  // a core per rank
   return s;
+}
+
+// plan = auto measures the network up to the largest sum: a bucket, all the
+// parameters where they fit one, or a layer larger than a bucket.
+TEST(AutoPlan, LargestSumIsABucketOrALayerLargerThanOne) {
+  ModelProfile p;
+  for (double bytes : {1e6, 8e6, 64e6, 0.0}) p.layers.push_back({"l", "linear", 0, bytes, {}, {}});
+  EXPECT_DOUBLE_EQ(largest_sum_bytes(p, 25e6), 64e6);  // fc7-like: one layer past the bucket
+  EXPECT_DOUBLE_EQ(largest_sum_bytes(p, 100e6), 73e6);  // every parameter in one bucket
+  p.layers.resize(2);
+  EXPECT_DOUBLE_EQ(largest_sum_bytes(p, 4e6), 8e6);
+  EXPECT_DOUBLE_EQ(largest_sum_bytes(p, 5e6), 8e6);
+  p.layers.pop_back();
+  EXPECT_DOUBLE_EQ(largest_sum_bytes(p, 25e6), 1e6);
 }
 
 TEST(AutoPlan, IdleShareIsTheRanksMeanShareOfTheStep) {

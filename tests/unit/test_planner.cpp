@@ -315,6 +315,10 @@ TEST(Planner, LayerTimeRuleCountsSyncAndTransfers) {
   EXPECT_NEAR(compute.compute(layer, 1), 10e-3, 1e-12);
   EXPECT_NEAR(compute.compute(layer, 2), 5e-3, 1e-12);
   EXPECT_NEAR(compute.sync(layer, 2), 2e-3, 1e-12);
+  o.allreduce.measured = {{1, 1e-3}, {2 * lp.parameter_bytes, 9e-3}};  // measured: a curve, not the line
+  EXPECT_NEAR(CostModel(spec, profile, o).sync(layer, 2), 1e-3 + 8e-3 * (lp.parameter_bytes - 1) /
+                                                                      (2 * lp.parameter_bytes - 1), 1e-12);
+  o.allreduce.measured.clear();
   EXPECT_TRUE(compute.allowed(layer, 2, 4e-3));
   o.amp_rule = PlannerOptions::AmpRule::layer_time;
   const CostModel layer_time(spec, profile, o);

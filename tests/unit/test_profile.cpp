@@ -152,6 +152,70 @@ TEST(Profile, ShippedProfilesCoverTheShippedJobsModels) {
   }
 }
 
+// Hand-worked: the line is 10 us + 1 ns per byte; measured, 1000 B in 1 ms,
+// 3000 in 2, 5000 in 6 (2 us per byte past 3000 B, as sums past a size
+// have run slower per byte).
+TEST(Network, MeasuredPointsOverrideTheLine) {
+  LinkModel link{1e-5, 1e9};
+  EXPECT_DOUBLE_EQ(link.seconds(1000), 1e-5 + 1e-6);  // no points: the line
+  link.measured = {{1000, 1e-3}, {3000, 2e-3}, {5000, 6e-3}};
+  EXPECT_DOUBLE_EQ(link.seconds(500), 1e-3);     // below the smallest: its time
+  EXPECT_DOUBLE_EQ(link.seconds(1000), 1e-3);
+  EXPECT_DOUBLE_EQ(link.seconds(2000), 1.5e-3);  // halfway
+  EXPECT_DOUBLE_EQ(link.seconds(4000), 4e-3);
+  EXPECT_DOUBLE_EQ(link.seconds(5000), 6e-3);
+  EXPECT_DOUBLE_EQ(link.seconds(7000), 10e-3);  // the last rate, 2 us per byte, is slower than the line's
+  link.measured.back().second = 2e-3;           // a flat last stretch: the line's rate past it
+  EXPECT_DOUBLE_EQ(link.seconds(7000), 2e-3 + 2000 * 1e-9);
+}
+
+// The curve is the world group's allreduce samples in the bytes a ring
+// moves, sorted, never falling; other kinds and groups are left out.
+TEST(Network, MeasuredCurveIsTheWorldGroupsSums) {
+  const std::vector<NetworkSample> samples{{"allreduce", 4, 4000, 3e-3}, {"p2p", 2, 1000, 1e-3},
+                                           {"allreduce", 2, 1000, 9e-3}, {"allreduce", 4, 1000, 1e-3},
+                                           {"allreduce", 4, 2000, 0.5e-3}};
+  const std::vector<std::pair<double, double>> expected{{1500, 1e-3}, {3000, 1e-3}, {6000, 3e-3}};
+  EXPECT_EQ(measured_curve(samples, "allreduce", 4), expected);
+  const std::vector<std::pair<double, double>> p2p{{1000, 1e-3}};
+  EXPECT_EQ(measured_curve(samples, "p2p", 2), p2p);
+}
+
+// A saved profile's samples come back, and with them the allreduce curve;
+// a bad sample is refused naming its entry.
+TEST(Network, SamplesAndTheCurveAreReadBack) {
+  const std::string path = temp("net.json");
+  NetworkProfile net;
+  net.ranks = 2;
+  net.p2p = {2e-6, 1e9};
+  net.allreduce = {5e-6, 5e8};
+  net.samples = {{"p2p", 2, 16, 2e-6}, {"allreduce", 2, 16, 6e-6}, {"allreduce", 2, 64, 9e-6}};
+  save_network(net, path);
+  const NetworkProfile back = load_network(path);
+  EXPECT_EQ(back.samples.size(), 3u);
+  const std::vector<std::pair<double, double>> expected{{16, 6e-6}, {64, 9e-6}};
+  EXPECT_EQ(back.allreduce.measured, expected);
+  EXPECT_TRUE(back.p2p.measured.empty());
+  std::ofstream(path) << R"({"p2p": {"latency_s": 1e-6, "bandwidth_bytes_per_s": 1e10}, )"
+                         R"("allreduce": {"latency_s": 1e-5, "bandwidth_bytes_per_s": 1e10}, )"
+                         R"("samples": [{"kind": "p2p", "group": 2, "bytes": 4, "seconds": 1e-6}, {"kind": "p2p"}]})";
+  try {
+    load_network(path);
+    ADD_FAILURE() << "a sample without its size was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": samples[1] needs a kind, a group, bytes > 0 and seconds >= 0");
+  }
+  std::remove(path.c_str());
+}
+
+TEST(NetworkSweep, SizesGrowFourfoldThenEndAtTheLargest) {
+  EXPECT_DOUBLE_EQ(next_sweep_size(4, 64), 16);
+  EXPECT_DOUBLE_EQ(next_sweep_size(16, 64), 64);
+  EXPECT_DOUBLE_EQ(next_sweep_size(64, 64), 0);
+  EXPECT_DOUBLE_EQ(next_sweep_size(16, 50), 48);  // the largest itself, in whole floats
+  EXPECT_DOUBLE_EQ(next_sweep_size(48, 50), 0);
+}
+
 TEST(NetworkSweep, ForecastsTheNextSizeFromHowTheTimeGrew) {
   // The first size alone: latency-bound, the next takes as long.
   EXPECT_DOUBLE_EQ(next_size_seconds(4, 0.016, 0, 0), 0.016);

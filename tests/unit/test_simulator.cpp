@@ -76,6 +76,14 @@ TEST(Simulator, GradientsAreSummedInTheExecutorsBuckets) {
   EXPECT_NEAR(split.iteration_s, std::max(backward_done, fc1_done + 4e-3) + 4e-3, 1e-12);
   const Simulation joined = simulate(spec, profile_of(spec), plan, net, net, 0, false, 8000);
   EXPECT_NEAR(joined.iteration_s, fc1_done + 8e-3, 1e-12);
+  // Measured: 4000 B in 4 ms, but 8000 in 16 (slower per byte past 4000):
+  // the joined bucket takes 16 ms, the split ones 4 ms each as above.
+  LinkModel measured = net;
+  measured.measured = {{4000, 4e-3}, {8000, 16e-3}};
+  EXPECT_NEAR(simulate(spec, profile_of(spec), plan, net, measured, 0, false, 8000).iteration_s, fc1_done + 16e-3,
+              1e-12);
+  EXPECT_NEAR(simulate(spec, profile_of(spec), plan, net, measured, 0, false, 6000).iteration_s,
+              split.iteration_s, 1e-12);
 }
 
 // On a CPU MPI's copies and sums take the rank's own core: a bucket's core
