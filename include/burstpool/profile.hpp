@@ -73,7 +73,8 @@ inline double ring_bytes(double bytes, double ranks) { return 2.0 * (ranks - 1) 
 constexpr double kDefaultBucketBytes = 25.0 * (1 << 20);
 
 struct LinkModel {
-  LinkModel(double latency = 0, double bandwidth = 0, double core = 0)
+  LinkModel() = default;
+  LinkModel(double latency, double bandwidth, double core = 0)
       : latency_s(latency), bandwidth_bytes_per_s(bandwidth), core_seconds_per_byte(core) {}
 
   double latency_s = 0, bandwidth_bytes_per_s = 0;  // the line: time(bytes) = latency + bytes / bandwidth
