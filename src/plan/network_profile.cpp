@@ -242,10 +242,11 @@ double next_sweep_size(double bytes, double max_bytes) {
   return bytes < last ? last : 0;
 }
 
-double next_size_seconds(double bytes, double seconds, double previous_bytes, double previous_seconds) {
+double next_size_seconds(double next_bytes, double bytes, double seconds, double previous_bytes,
+                         double previous_seconds) {
   const double per_byte =
       previous_bytes > 0 ? std::max(0.0, (seconds - previous_seconds) / (bytes - previous_bytes)) : 0.0;
-  return seconds + per_byte * 3 * bytes;
+  return seconds + per_byte * (next_bytes - bytes);
 }
 
 NetworkProfile profile_network(const NetworkOptions& options) {
@@ -262,7 +263,7 @@ NetworkProfile profile_network(const NetworkOptions& options) {
   MPI_Comm pair;
   BP_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, w.rank < 2 ? 0 : MPI_UNDEFINED, w.rank, &pair));
   double previous_bytes = 0, previous_slowest = 0;
-  for (double bytes = 4; bytes > 0; bytes = next_sweep_size(bytes, options.max_bytes)) {
+  for (double bytes = 4, next_bytes = 0; bytes > 0; bytes = next_bytes) {
     const double one_way = measure_p2p(pair, buffer, bytes, options);
     net.samples.push_back({"p2p", 2, bytes, one_way});
     px.push_back(bytes);
@@ -281,8 +282,8 @@ NetworkProfile profile_network(const NetworkOptions& options) {
     if (options.progress) options.progress(line);
     // Stop where the next size's warm-up and one timed run of each operation
     // would already overrun its budget.
-    const double next_bytes = next_sweep_size(bytes, options.max_bytes);
-    const double next = next_size_seconds(bytes, slowest, previous_bytes, previous_slowest);
+    next_bytes = next_sweep_size(bytes, options.max_bytes);
+    const double next = next_size_seconds(next_bytes, bytes, slowest, previous_bytes, previous_slowest);
     previous_bytes = bytes, previous_slowest = slowest;
     if (next_bytes > options.required_bytes && (kWarmup + 1) * w.size * next > options.seconds_per_size) {
       if (options.progress)

@@ -218,11 +218,13 @@ TEST(NetworkSweep, SizesGrowFourfoldThenEndAtTheLargest) {
 
 TEST(NetworkSweep, ForecastsTheNextSizeFromHowTheTimeGrew) {
   // The first size alone: latency-bound, the next takes as long.
-  EXPECT_DOUBLE_EQ(next_size_seconds(4, 0.016, 0, 0), 0.016);
+  EXPECT_DOUBLE_EQ(next_size_seconds(16, 4, 0.016, 0, 0), 0.016);
   // Times that did not grow (16 ms, then 24, then 16: scheduler ticks) stay latency-bound.
-  EXPECT_DOUBLE_EQ(next_size_seconds(16, 0.016, 4, 0.024), 0.016);
+  EXPECT_DOUBLE_EQ(next_size_seconds(64, 16, 0.016, 4, 0.024), 0.016);
   // 16 KiB in 4 ms, 64 KiB in 10: 6 ms per 48 KiB, so 256 KiB takes 10 + 3 x 64 KiB at that rate = 34 ms.
-  EXPECT_NEAR(next_size_seconds(65536, 0.010, 16384, 0.004), 0.034, 1e-15);
+  EXPECT_NEAR(next_size_seconds(262144, 65536, 0.010, 16384, 0.004), 0.034, 1e-15);
+  // The sweep's last size, less than 4x: 96 KiB takes 10 + 32 KiB at that rate = 14 ms.
+  EXPECT_NEAR(next_size_seconds(98304, 65536, 0.010, 16384, 0.004), 0.014, 1e-15);
 }
 
 }  // namespace
