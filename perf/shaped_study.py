@@ -543,6 +543,7 @@ def main():
          "--batches", f"1,2,4,8,16,{BACKGROUND_BATCH}", "--warmup", "2", "--repeats", "5", "--out", bg_profile])
     results, start = [], time.time()
     partial = args.out + ".partial.json"
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)  # the partial results go there first
     for model in args.models.split(","):
         batches, steps = SETTINGS[model]
         steps = args.steps or steps
@@ -557,7 +558,6 @@ def main():
                     log(f"{model} batch {batch}, {ranks} ranks, {gbit} Gbit/s ({time.time() - start:.0f} s so far)")
                     results.append(study_point(args.build, tmp, point, args.rounds))
                     json.dump({"results": results}, open(partial, "w"), indent=1)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
     json.dump({"commit": args.commit, "rounds": args.rounds, "gbits": args.gbits, "ranks": args.ranks,
                "models": args.models, "yield_beside_background": args.yield_beside_background,
                "steady_link": args.steady_link, "packing": args.packing, "steps": args.steps, "results": results,
