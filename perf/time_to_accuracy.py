@@ -25,7 +25,7 @@ sma and shadow's other rules at one setting. The report marks a best setting
 whose value lies on its grid's edge. With --model vgg_small, a reduced grid:
 ssgd at 32 and 128, local-sgd averaging every 8 iterations and shadow
 average, over three or four learning rates each (ssgd at 128 also with a
-shorter cosine).
+shorter cosine); sma and shadow's other rules at one setting, last.
 
 --slow-link-grid runs a grid for a link so slow that synchronous SGD at
 global batch 128 waits on it most of its step: ssgd at larger batches (512
@@ -210,6 +210,12 @@ TUNED_GRID_VGG = {"ssgd, global batch 32": [ssgd(32, lr, 4) for lr in (0.005, 0.
                                                            for lr in (0.01, 0.02, 0.04)],
                   "shadow average, batch 16": [learners("shadow", 16, lr, 3, **{"sync.shadow_rule": "average"})
                                                for lr in (0.005, 0.01, 0.02, 0.04)]}
+# sma and shadow's other two rules at one setting each, as in LeNet-5's grid: shadow average's best at 1 Gbit/s
+# (lr 0.02, a 3-epoch cosine), sma with LeNet-5's alpha.
+TUNED_GRID_VGG.update({"sma, batch 16 per learner, auto-tuned learners": [learners("sma", 16, 0.02, 3,
+                                                                                    **{"sync.alpha": 0.1})]})
+TUNED_GRID_VGG.update({f"shadow {rule}, batch 16": [learners("shadow", 16, 0.02, 3, **{"sync.shadow_rule": rule})]
+                       for rule in ("elastic", "block-momentum")})
 
 GBIT = "none"  # --gbit
 FLAGS = []  # the grid, repeats and network flags the study ran with, for its report
