@@ -144,10 +144,11 @@ NetworkProfile profile_network(const NetworkOptions& options);
 // then `max_bytes` itself (in whole floats) if not yet measured; 0: done.
 double next_sweep_size(double bytes, double max_bytes);
 // The sweep's forecast of its next size, `next_bytes` (next_sweep_size),
-// from this size's time and the previous one's (previous_bytes 0: none): this
-// time plus the extra bytes at the rate the time grew. Times that did not grow are latency-bound,
-// and so, until they grow, is the next size: a slow small message (ranks
-// that wait a scheduler tick per message) says nothing about the bandwidth.
+// from this size's time and the previous one's (previous_bytes 0: none):
+// this time plus the extra bytes at the rate the time grew. Times that did
+// not grow are latency-bound, and so, until they grow, is the next size: a
+// slow small message (ranks that wait a scheduler tick per message) says
+// nothing about the bandwidth.
 double next_size_seconds(double next_bytes, double bytes, double seconds, double previous_bytes,
                          double previous_seconds);
 // One line: both fits, the largest size measured and the time it took.
