@@ -35,6 +35,11 @@ With --model vgg_small, whose runs take minutes, a reduced grid: ssgd at 512
 and 1024, local-sgd averaging every 512 iterations and shadow average, over
 three learning rates each (ssgd at 512 four).
 
+--ranks-grid (small VGG only) tunes its 2-rank bests on a slow link again
+for more ranks (--ranks 4): ssgd at 512 and 1024, shadow average over three
+learning rates, local-sgd averaging every 128 iterations, shadow's elastic
+rule at a lower rate.
+
 --repeats N runs every setting N times (job seeds 1..N, so data order,
 initial weights and dropout differ) and reports the median training time and
 its spread (slowest and fastest run); a setting counts as reaching the target
@@ -46,7 +51,8 @@ runs N ranks instead of 2; with more ranks than cores they share the cores
 (oversubscribed: Open MPI's waiting ranks yield), and the report says so.
 
 Usage: perf/time_to_accuracy.py [--build build] [--out perf/results/time_to_accuracy] [--plot-best]
-                                [--small-grid | --tuned-grid | --slow-link-grid] [--repeats N] [--gbit G]
+                                [--small-grid | --tuned-grid | --slow-link-grid | --ranks-grid]
+                                [--repeats N] [--gbit G]
                                 [--ranks N]
 """
 import argparse
@@ -218,6 +224,20 @@ TUNED_GRID_VGG.update({"sma, batch 16 per learner, auto-tuned learners": [learne
 TUNED_GRID_VGG.update({f"shadow {rule}, batch 16": [learners("shadow", 16, 0.02, 3, **{"sync.shadow_rule": rule})]
                        for rule in ("elastic", "block-momentum")})
 
+# --ranks-grid with --model vgg_small (3-4 ranks over the cores, a link where ssgd waits: 1 Gbit/s held to its rate
+# put ssgd at global batch 512 at 32% waiting on 4 ranks): the 2-rank bests at 1 Gbit/s tuned again for more ranks.
+# ssgd at 512 (the 2-rank best, lr 0.08) one learning rate either side; at 1024, which sums half as often, at the
+# two rates the 50 Mbit/s grid found best; shadow average (the 2-rank best, lr 0.02) one rate either side; local-sgd
+# averaging every 128 iterations, between the 2-rank bests on fast (8) and slow (512) links; shadow's elastic rule
+# one rate under its 2-rank best, which diverged on 4 ranks. Learners before ssgd at 1024, so that a study cut short
+# keeps the comparison.
+RANKS_GRID_VGG = {"ssgd, global batch 512": [ssgd(512, lr, 4) for lr in (0.04, 0.08, 0.16)],
+                  "shadow average, batch 16": [learners("shadow", 16, lr, 3, **{"sync.shadow_rule": "average"})
+                                               for lr in (0.01, 0.02, 0.04)],
+                  "local-sgd, batch 16": [learners("local-sgd", 16, 0.02, 3, **{"sync.local_steps": 128})],
+                  "shadow elastic, batch 16": [learners("shadow", 16, 0.01, 3, **{"sync.shadow_rule": "elastic"})],
+                  "ssgd, global batch 1024": [ssgd(1024, lr, 4) for lr in (0.16, 0.32)]}
+
 GBIT = "none"  # --gbit
 FLAGS = []  # the grid, repeats and network flags the study ran with, for its report
 
@@ -273,6 +293,8 @@ def grid_for(args):
         return TUNED_GRID_VGG if vgg else SCHEDULE_GRID
     if args.slow_link_grid:
         return SLOW_LINK_GRID_VGG if vgg else SLOW_LINK_GRID
+    if args.ranks_grid:
+        return RANKS_GRID_VGG
     return GRID
 
 
@@ -310,6 +332,8 @@ def main():
                     help="three ssgd batches and the learners at batch 16, schedule length tuned for each")
     ap.add_argument("--slow-link-grid", action="store_true",
                     help="ssgd at 512 tuned with 128, 256 and 1024 beside it, local-sgd's averaging period tuned")
+    ap.add_argument("--ranks-grid", action="store_true",
+                    help="small VGG only: its 2-rank bests on a slow link, tuned again for more ranks")
     ap.add_argument("--repeats", type=int, default=1, help="runs per setting (job seeds 1..N)")
     ap.add_argument("--gbit", default="none", help="links shaped to this many Gbit/s per rank (as root)")
     ap.add_argument("--ranks", type=int, default=RANKS,
@@ -329,8 +353,11 @@ def main():
     shaped_study.STEADY_LINK = args.steady_link
     if RANKS < 2:
         ap.error("--ranks: at least 2")
+    if args.ranks_grid and MODEL != "vgg_small":
+        ap.error("--ranks-grid: a grid of --model vgg_small")
     FLAGS[:] = ((["--small-grid"] if args.small_grid else []) + (["--tuned-grid"] if args.tuned_grid else []) +
                 (["--slow-link-grid"] if args.slow_link_grid else []) +
+                (["--ranks-grid"] if args.ranks_grid else []) +
                 ([f"--repeats {args.repeats}"] if args.repeats > 1 else []) +
                 ([f"--gbit {args.gbit}"] if args.gbit != "none" else []) +
                 ([f"--ranks {args.ranks}"] if args.ranks != 2 else []) +
