@@ -53,7 +53,7 @@ struct SyncConfig {
   int agreement_lag = 32;  // iterations before an iteration's agreement is awaited (RunSteps::agreement_lag)
   double shadow_pause_ms = 0;
   std::string shadow_rule = "average";  // average | elastic | block-momentum
-  float shadow_alpha = 0.5f, shadow_block_momentum = 0.5f, shadow_block_lr = 1.0f;
+  float shadow_alpha = 0, shadow_block_momentum = 0.5f, shadow_block_lr = 1.0f;
 };
 
 struct JobConfig {

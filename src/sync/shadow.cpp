@@ -32,6 +32,21 @@ ShadowReplica device_replica(DeviceModel& device, size_t n) {
           }};
 }
 
+// A round moves the gap between the models' mean and the centre by the
+// factor 1 - alpha (N + 1) (the models move alpha towards the centre, the
+// centre alpha N towards their mean), so at alpha >= 2 / (N + 1) the gap grows
+// every round and training diverges, whatever the learning rate. Every rank
+// computes the same N, so every rank refuses alike.
+float elastic_alpha(float alpha, float replicas) {
+  if (alpha <= 0) return 1.0f / replicas;
+  if (alpha * (replicas + 1) >= 2)
+    throw Error(fmt::format("[sync] shadow_alpha = {} with {} models averaged: the centre and the models' mean move "
+                            "apart every round and training diverges; it must stay under 2 / (models + 1) = {:.3g}, "
+                            "or leave it 0 for 1 / models",
+                            alpha, replicas, 2 / (replicas + 1)));
+  return alpha;
+}
+
 ShadowAverager::ShadowAverager(MPI_Comm world, std::vector<ShadowReplica> replicas, size_t n, double pause_ms,
                                ShadowRule rule)
     : mine_(std::move(replicas)), ports_(mine_.size()), n_(n), pause_ms_(pause_ms), rule_(rule),
@@ -44,6 +59,7 @@ ShadowAverager::ShadowAverager(MPI_Comm world, std::vector<ShadowReplica> replic
   replicas_ = static_cast<float>(mine_.size());
   BP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &replicas_, 1, MPI_FLOAT, MPI_SUM, comm_));
   if (rule_.kind == ShadowRule::Kind::average) return;
+  if (rule_.kind == ShadowRule::Kind::elastic) rule_.alpha = elastic_alpha(rule_.alpha, replicas_);
   shared_.assign(n, 0.0f);  // the centre or the global model: the mean of every replica
   for (const ShadowReplica& r : mine_) {
     r.read(delta_.data());

@@ -52,9 +52,14 @@ ShadowReplica host_replica(float* params, size_t n);
 // the device's scratch_a and adds it there (no other copy of the parameters).
 ShadowReplica device_replica(DeviceModel& device, size_t n);
 
+// The elastic rule's alpha for N replicas: 1 / N for 0; an alpha at or
+// above 2 / (N + 1), with which training diverges, throws Error naming the
+// job key.
+float elastic_alpha(float alpha, float replicas);
+
 struct ShadowRule {
   enum class Kind { average, elastic, block_momentum } kind = Kind::average;
-  float alpha = 0.5f;                          // elastic
+  float alpha = 0;                              // elastic; 0: 1 / N
   float block_momentum = 0.5f, block_lr = 1.0f;  // block-momentum
 };
 

@@ -6,10 +6,12 @@
 
 #include <cmath>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "burstpool/device_model.hpp"
+#include "burstpool/error.hpp"
 #include "burstpool/model.hpp"
 #include "burstpool/model_io.hpp"
 #include "burstpool/sma.hpp"
@@ -210,22 +212,41 @@ TEST(Averaging, ShadowElasticCentreFollowsTheModels) {
 
 // Two replicas per rank (two trainers): rank r's start at 4r and 4r + 2, so
 // the N = 2 x ranks replicas have mean c = 2(ranks - 1) + 1. Averaging puts
-// every replica on c in one round; elastic averaging at alpha 0.25 pulls each
-// replica to c by 0.75 a round (the centre stays at c with no training).
+// every replica on c in one round; elastic averaging at alpha 0 (so 1 / N)
+// pulls each replica to c by 1 - 1/N a round (the centre stays at c with no
+// training).
 TEST(Averaging, ShadowAveragesEveryReplicaOfEveryRank) {
-  const double c = 2.0 * (size_of() - 1) + 1;
+  const double c = 2.0 * (size_of() - 1) + 1, n = 2.0 * size_of();
   for (ShadowRule::Kind kind : {ShadowRule::Kind::average, ShadowRule::Kind::elastic}) {
     std::vector<float> a(8, 4.0f * rank_of()), b(8, 4.0f * rank_of() + 2);
     ShadowRule rule;
     rule.kind = kind;
-    rule.alpha = 0.25f;
+    rule.alpha = 0;
     ShadowAverager shadow(MPI_COMM_WORLD, {host_replica(a.data(), a.size()), host_replica(b.data(), b.size())},
                           a.size(), 0.0, rule);
     const int rounds = kind == ShadowRule::Kind::average ? 1 : 4;
     for (int k = 0; k < rounds; ++k) shadow.round();
-    const double shrink = kind == ShadowRule::Kind::average ? 0.0 : std::pow(0.75, 4);
+    const double shrink = kind == ShadowRule::Kind::average ? 0.0 : std::pow(1 - 1 / n, 4);
     for (float p : a) EXPECT_NEAR(p, c + (4.0 * rank_of() - c) * shrink, 1e-5);
     for (float p : b) EXPECT_NEAR(p, c + (4.0 * rank_of() + 2 - c) * shrink, 1e-5);
+  }
+}
+
+// The elastic rule's alpha: 0 means 1 / N; the models' mean and the centre
+// move apart by the factor 1 - alpha (N + 1) a round, so from 2 / (N + 1) on
+// the job is refused, naming its key (0.5 was the default, fine on 2 ranks,
+// 1 - 1.5; on 4 it gave 1 - 2.5 and every run diverged).
+TEST(Averaging, ShadowElasticAlphaRefusedWhereItDiverges) {
+  EXPECT_FLOAT_EQ(elastic_alpha(0, 4), 0.25f);
+  EXPECT_FLOAT_EQ(elastic_alpha(0.5f, 2), 0.5f);
+  EXPECT_FLOAT_EQ(elastic_alpha(0.39f, 4), 0.39f);
+  for (float refused : {0.4f, 0.5f}) {
+    try {
+      elastic_alpha(refused, 4);
+      ADD_FAILURE() << "alpha " << refused << " with 4 models not refused";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("[sync] shadow_alpha"), std::string::npos) << e.what();
+    }
   }
 }
 
