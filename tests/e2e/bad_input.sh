@@ -247,6 +247,10 @@ expect_error "sma alpha 0" "\[sync\] alpha: 0 is outside \(0, 1\]" \
   train "$mlp_job" --set sync.strategy=sma --set sync.alpha=0
 expect_error "shadow pause for ever" "\[sync\] shadow_pause_ms: 1000000000000 is outside \[0, 60000\]" \
   train "$mlp_job" --set sync.strategy=shadow --set sync.shadow_pause_ms=1e12
+# Known only once the learners are counted: 2 learners on 1 rank, so N = 2 and alpha must stay under 2/3.
+expect_error "shadow elastic alpha that diverges" "\[sync\] shadow_alpha = 0\.7 with 2 models averaged: .* under 2 / \(models \+ 1\) = 0\.667" \
+  train "$(job_for elastic "$src/jobs/models/mlp.ini")" --set sync.strategy=shadow --set sync.learners=2 \
+  --set train.learner_batch_size=8 --set sync.shadow_rule=elastic --set sync.shadow_alpha=0.7
 expect_error "background backoff 10" "\[background\] wait_backoff: 10 is outside \[0, 1\]" \
   train "$mlp_job" --set background.wait_backoff=10
 expect_error "min_lr above lr" "\[schedule\] min_lr: 0\.5 is outside \[0, optimizer\.lr\] = \[0, 0\.1\]" \
