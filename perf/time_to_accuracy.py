@@ -36,9 +36,10 @@ and 1024, local-sgd averaging every 512 iterations and shadow average, over
 three learning rates each (ssgd at 512 four).
 
 --ranks-grid (small VGG only) tunes its 2-rank bests on a slow link again
-for more ranks (--ranks 4): ssgd at 512 and 1024, shadow average over three
-learning rates, local-sgd averaging every 128 iterations, shadow's elastic
-rule at a lower rate.
+for more ranks (--ranks 4): ssgd at 512 over three learning rates and
+three schedules, at 128, 256 and 1024 beside it, shadow average over four
+learning rates and three schedules, local-sgd averaging every 128
+iterations, shadow's elastic rule at its 2-rank best.
 
 --repeats N runs every setting N times (job seeds 1..N, so data order,
 initial weights and dropout differ) and reports the median training time and
@@ -229,14 +230,22 @@ TUNED_GRID_VGG.update({f"shadow {rule}, batch 16": [learners("shadow", 16, 0.02,
 # ssgd at 512 (the 2-rank best, lr 0.08) one learning rate either side; at 1024, which sums half as often, at the
 # two rates the 50 Mbit/s grid found best; shadow average (the 2-rank best, lr 0.02) one rate either side; local-sgd
 # averaging every 128 iterations, between the 2-rank bests on fast (8) and slow (512) links; shadow's elastic rule
-# one rate under its 2-rank best, which diverged on 4 ranks. Learners before ssgd at 1024, so that a study cut short
-# keeps the comparison.
-RANKS_GRID_VGG = {"ssgd, global batch 512": [ssgd(512, lr, 4) for lr in (0.04, 0.08, 0.16)],
-                  "shadow average, batch 16": [learners("shadow", 16, lr, 3, **{"sync.shadow_rule": "average"})
-                                               for lr in (0.01, 0.02, 0.04)],
+# at its 2-rank best (which diverged on 4 ranks with the fixed shadow_alpha of 0.5 then, as it did one rate lower:
+# the centre's pull was unstable for 4 models; now 1/N). Learners before ssgd at 1024, so that a study cut short
+# keeps the comparison. After the first 30 runs, the schedule one epoch shorter for the two bests (ssgd at 512, lr
+# 0.08; shadow average, lr 0.01), and shadow one rate lower, its best lying on the grid's lower edge; then, both
+# shorter schedules being slower, a longer one for each (6 and 5 epochs); and ssgd at the smaller global batches,
+# which need fewer epochs but sum more often: 128 at its 2-rank best at 1 Gbit/s (lr 0.02, a 2-epoch cosine), 256
+# between it and 512 (lr 0.04, 4 epochs).
+RANKS_GRID_VGG = {"ssgd, global batch 512": [ssgd(512, lr, 4) for lr in (0.04, 0.08, 0.16)] +
+                                            [ssgd(512, 0.08, e) for e in (3, 6)],
+                  "shadow average, batch 16": [learners("shadow", 16, lr, e, **{"sync.shadow_rule": "average"})
+                                               for lr, e in ((0.01, 3), (0.02, 3), (0.04, 3), (0.005, 3), (0.01, 2), (0.01, 5))],
                   "local-sgd, batch 16": [learners("local-sgd", 16, 0.02, 3, **{"sync.local_steps": 128})],
-                  "shadow elastic, batch 16": [learners("shadow", 16, 0.01, 3, **{"sync.shadow_rule": "elastic"})],
-                  "ssgd, global batch 1024": [ssgd(1024, lr, 4) for lr in (0.16, 0.32)]}
+                  "shadow elastic, batch 16": [learners("shadow", 16, 0.02, 3, **{"sync.shadow_rule": "elastic"})],
+                  "ssgd, global batch 1024": [ssgd(1024, lr, 4) for lr in (0.16, 0.32)],
+                  "ssgd, global batch 128": [ssgd(128, 0.02, 2)],
+                  "ssgd, global batch 256": [ssgd(256, 0.04, 4)]}
 
 GBIT = "none"  # --gbit
 FLAGS = []  # the grid, repeats and network flags the study ran with, for its report
