@@ -228,7 +228,7 @@ TUNED_GRID_VGG.update({f"shadow {rule}, batch 16": [learners("shadow", 16, 0.02,
 # --ranks-grid with --model vgg_small (3-4 ranks over the cores, a link where ssgd waits: 1 Gbit/s held to its rate
 # put ssgd at global batch 512 at 32% waiting on 4 ranks): the 2-rank bests at 1 Gbit/s tuned again for more ranks.
 # ssgd at 512 (the 2-rank best, lr 0.08) one learning rate either side; at 1024, which sums half as often, at the
-# two rates the 50 Mbit/s grid found best; shadow average (the 2-rank best, lr 0.02) one rate either side; local-sgd
+# 50 Mbit/s grid's best rate (0.16) and the one above it; shadow average (the 2-rank best, lr 0.02) one rate either side; local-sgd
 # averaging every 128 iterations, between the 2-rank bests on fast (8) and slow (512) links; shadow's elastic rule
 # at its 2-rank best (which diverged on 4 ranks with the fixed shadow_alpha of 0.5 then, as it did one rate lower:
 # the centre's pull was unstable for 4 models; now 1/N). Learners before ssgd at 1024, so that a study cut short
@@ -240,7 +240,8 @@ TUNED_GRID_VGG.update({f"shadow {rule}, batch 16": [learners("shadow", 16, 0.02,
 RANKS_GRID_VGG = {"ssgd, global batch 512": [ssgd(512, lr, 4) for lr in (0.04, 0.08, 0.16)] +
                                             [ssgd(512, 0.08, e) for e in (3, 6)],
                   "shadow average, batch 16": [learners("shadow", 16, lr, e, **{"sync.shadow_rule": "average"})
-                                               for lr, e in ((0.01, 3), (0.02, 3), (0.04, 3), (0.005, 3), (0.01, 2), (0.01, 5))],
+                                               for lr, e in ((0.01, 3), (0.02, 3), (0.04, 3), (0.005, 3),
+                                                             (0.01, 2), (0.01, 5))],
                   "local-sgd, batch 16": [learners("local-sgd", 16, 0.02, 3, **{"sync.local_steps": 128})],
                   "shadow elastic, batch 16": [learners("shadow", 16, 0.02, 3, **{"sync.shadow_rule": "elastic"})],
                   "ssgd, global batch 1024": [ssgd(1024, lr, 4) for lr in (0.16, 0.32)],

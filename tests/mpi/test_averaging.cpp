@@ -234,8 +234,8 @@ TEST(Averaging, ShadowAveragesEveryReplicaOfEveryRank) {
 
 // The elastic rule's alpha: 0 means 1 / N; the models' mean and the centre
 // move apart by the factor 1 - alpha (N + 1) a round, so from 2 / (N + 1) on
-// the job is refused, naming its key (0.5 was the default, fine on 2 ranks,
-// 1 - 1.5; on 4 it gave 1 - 2.5 and every run diverged).
+// the job is refused, naming its key (the old default 0.5 gave 1 - 1.5 =
+// -0.5 on 2 ranks, fine, and 1 - 2.5 = -1.5 on 4, where every run diverged).
 TEST(Averaging, ShadowElasticAlphaRefusedWhereItDiverges) {
   EXPECT_FLOAT_EQ(elastic_alpha(0, 4), 0.25f);
   EXPECT_FLOAT_EQ(elastic_alpha(0.5f, 2), 0.5f);
