@@ -21,6 +21,8 @@ import json
 import os
 import statistics
 
+from time_to_accuracy import setting_text  # one home for how a setting is named
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IGNORED = ("job.seed", "train.log_every")
 
@@ -57,13 +59,6 @@ def rows(unshaped, shaped):
                     "unshaped_waiting": statistics.median(wait) if wait else None,
                     "shaped_waiting": statistics.median(shaped_wait) if shaped_wait else None})
     return out
-
-
-def setting_text(s):
-    text = f"lr {s['optimizer.lr']}, {s['train.epochs']}-epoch cosine"
-    if "sync.local_steps" in s:
-        text += f", average every {s['sync.local_steps']}"
-    return text
 
 
 def table(found, command):

@@ -441,6 +441,14 @@ def families(best):
     return chosen
 
 
+def setting_text(s):
+    """A setting as the tables name it: its learning rate, schedule and averaging period."""
+    text = f"lr {s['optimizer.lr']}, {s['train.epochs']}-epoch cosine"
+    if "sync.local_steps" in s:
+        text += f", average every {s['sync.local_steps']}"
+    return text
+
+
 def table(best):
     """Each strategy's best run, with its speed-up against the best ssgd setting and against large-batch ssgd."""
     reached = {label: r for label, r in best.items() if r is not None}
@@ -470,10 +478,7 @@ def table(best):
         if r is None:
             lines.append(f"| {label} | none reached {TARGET} | | | | | | | | | |")
             continue
-        s = r["settings"]
-        setting = f"lr {s['optimizer.lr']}, {s['train.epochs']}-epoch cosine"
-        if "sync.local_steps" in s:
-            setting += f", average every {s['sync.local_steps']}"
+        setting = setting_text(r["settings"])
         if r.get("edges"):
             setting += f" (edge: {', '.join(r['edges'])})"
         vs = lambda base: f"{base['time_to_target_seconds'] / r['time_to_target_seconds']:.2f}x" if base else "n/a"
