@@ -37,6 +37,7 @@ pick Prescott by itself). Shaping needs root (scripts/shaped-net.sh).
 Usage: perf/shaped_study.py [--build build] [--rounds 3] [--gbits none,10,3,1] [--ranks 2,4]
                             [--models vgg16_cifar,vgg_small,lenet5] [--out perf/results/shaped_study]
                             [--yield-beside-background 0|1] [--steady-link] [--packing PACKING.json] [--steps N]
+                            [--calibrate-steps N] [--background-set KEY=VALUE ...]
        perf/shaped_study.py --from-json STUDY.json [--resimulate WORKDIR] --out OTHER
          (the report again; with --resimulate, every round simulated again with this build from the profiles and
          plans kept in the study's working folder, beside the same measurements)
@@ -67,6 +68,8 @@ BACKGROUND_MODEL, BACKGROUND_BATCH = "vgg_small", 32
 # "1" as alone, or "0" as docs/multiplexing.md advises (a yield inside MPI hands the core to the background).
 YIELD_BESIDE_BACKGROUND = "1"
 STEADY_LINK = False  # --steady-link: scripts/shaped-net.sh --steady
+CALIBRATE_STEPS = 0  # --calibrate-steps: [background] calibrate_steps (0: a quarter of the foreground's steps)
+BACKGROUND_SETS = []  # --background-set: job keys set for the two modes beside the background only
 
 
 def log(text):
@@ -104,7 +107,7 @@ def write_jobs(tmp, model, batch, steps):
         f.write(f"[job]\nmodel = {MODELS}/{model}.ini\nseed = 3\n[data]\nsource = synthetic\n"
                 "synthetic_train_samples = 4096\nsynthetic_test_samples = 0\n"
                 f"[train]\nbatch_size = {batch}\nsteps = {steps}\nlog_every = 1000\n[optimizer]\nlr = 0.01\n"
-                f"[background]\njob = {bg}\ncalibrate_steps = {max(6, steps // 4)}\nsync = none\n")
+                f"[background]\njob = {bg}\ncalibrate_steps = {CALIBRATE_STEPS or max(6, steps // 4)}\nsync = none\n")
     return fg, bg
 
 
@@ -130,6 +133,8 @@ def train(build, tmp, point, mode):
         cmd += ["--plan", "auto"]
     if not mode.endswith("_bg"):
         cmd += ["--set", "background.job=none"]
+    for key_value in BACKGROUND_SETS if mode.endswith("_bg") else []:
+        cmd += ["--set", key_value]
     launch(point, cmd, YIELD_BESIDE_BACKGROUND if mode.endswith("_bg") else "1")
     m = json.load(open(metrics))
     if mode.startswith("burst"):
@@ -359,7 +364,10 @@ def report(results, args):
     steady = args.steady_link
     flags = (" --yield-beside-background 0" if yield_off else "") + (" --steady-link" if steady else "")
     flags += f" --packing {args.packing}" if args.packing != os.path.relpath(PACKING, ROOT) else ""
+    flags += f" --batches {args.batches}" if getattr(args, "batches", "") else ""
     flags += f" --steps {args.steps}" if getattr(args, "steps", 0) else ""
+    flags += f" --calibrate-steps {args.calibrate_steps}" if getattr(args, "calibrate_steps", 0) else ""
+    flags += "".join(f" --background-set {kv}" for kv in getattr(args, "background_set", None) or [])
     yield_note = (" Shaped, the two modes beside the background run with OMPI_MCA_mpi_yield_when_idle=0 (as "
                   "docs/multiplexing.md advises: a yield inside MPI hands the core to the background), the alone "
                   "modes with scripts/shaped-net.sh's default of 1." if yield_off else "")
@@ -455,8 +463,16 @@ def targets(results):
         m = r["medians"]["burst_bg"]
         lines.append(f"- {r['point']['model']} {r['point']['batch']} at {r['point']['gbit']} (data parallel waits "
                      f"{100 * r['medians']['dp']['shares']['waiting']:.0f}%): cluster vs dp {m['cluster_vs_dp']:.2f} "
-                     f"(aim 1.3), foreground slowdown {slowdown(m):.2f} (aim 1.10 at most).")
+                     f"(aim 1.3), foreground slowdown {slowdown(m):.2f} (aim 1.10 at most); the background's "
+                     f"steps beside the plan: {shared_steps_text(r)}.")
     return lines
+
+
+def shared_steps_text(res):
+    """The background's steps beside the plan in each round: its rate and share rest on these (a study saved before
+    the metrics counted them: n/a)."""
+    counts = [rnd["burst_bg"].get("shared_steps") for rnd in res.get("rounds", [])]
+    return ", ".join(str(c) for c in counts) if counts and None not in counts else "n/a"
 
 
 def plot(results, path):
@@ -500,6 +516,12 @@ def main():
     ap.add_argument("--steps", type=int, default=0,
                     help="foreground steps of every run (default: per model, 14 to 200); a plan whose steps are short "
                          "needs more, or the background beside it is still warming up when the run ends")
+    ap.add_argument("--calibrate-steps", type=int, default=0,
+                    help="steps each job runs alone first, the background included ([background] calibrate_steps; "
+                         "default a quarter of --steps): long foreground runs need not calibrate a quarter of them")
+    ap.add_argument("--background-set", action="append", metavar="KEY=VALUE",
+                    help="a job key set (`--set`) for the two modes beside the background only, for instance "
+                         "background.max_slowdown=1: how the multiplexing settings move the point (repeatable)")
     ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "shaped_study"))
     ap.add_argument("--yield-beside-background", choices=("0", "1"), default="1",
                     help="OMPI_MCA_mpi_yield_when_idle of burst_bg and dp_bg where ranks yield (alone modes: 1)")
@@ -512,8 +534,10 @@ def main():
                     help="with --from-json: simulate every round again with this build, from the profiles and plans "
                          "in the study's working folder (it names it when it starts)")
     args = ap.parse_args()
-    global YIELD_BESIDE_BACKGROUND, STEADY_LINK, PACKING_USED
+    global YIELD_BESIDE_BACKGROUND, STEADY_LINK, PACKING_USED, CALIBRATE_STEPS, BACKGROUND_SETS
     YIELD_BESIDE_BACKGROUND = args.yield_beside_background
+    CALIBRATE_STEPS = args.calibrate_steps
+    BACKGROUND_SETS = args.background_set or []
     STEADY_LINK = args.steady_link
     args.commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                                  text=True).stdout.strip()
@@ -527,6 +551,9 @@ def main():
         args.yield_beside_background = saved.get("yield_beside_background", "1")
         args.steady_link = saved.get("steady_link", False)
         args.steps = saved.get("steps", 0)
+        args.calibrate_steps = saved.get("calibrate_steps", 0)
+        args.background_set = saved.get("background_set", [])
+        args.batches = saved.get("batches", "")
         args.packing = args.packing or saved.get("packing", os.path.relpath(PACKING, ROOT))
         PACKING_USED = os.path.join(ROOT, args.packing)
         results = resimulate(saved["results"], args.build, args.resimulate) if args.resimulate else saved["results"]
@@ -560,7 +587,9 @@ def main():
                     json.dump({"results": results}, open(partial, "w"), indent=1)
     json.dump({"commit": args.commit, "rounds": args.rounds, "gbits": args.gbits, "ranks": args.ranks,
                "models": args.models, "yield_beside_background": args.yield_beside_background,
-               "steady_link": args.steady_link, "packing": args.packing, "steps": args.steps, "results": results,
+               "steady_link": args.steady_link, "packing": args.packing, "steps": args.steps,
+               "calibrate_steps": args.calibrate_steps, "background_set": BACKGROUND_SETS,
+               "batches": args.batches, "results": results,
                "seconds": time.time() - start},
               open(args.out + ".json", "w"), indent=1)
     os.remove(partial)
