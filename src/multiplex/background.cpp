@@ -77,8 +77,7 @@ void ForegroundGate::step_finished(double step_seconds) {
   recent_.store(old > 0 ? 0.875 * old + 0.125 * step_seconds : step_seconds);
   const double base = baseline_.load();
   if (base <= 0) return;
-  const double cap = 8 * (max_slowdown_ - 1) * base, floor = -std::max(cap, 0.08 * base);
-  budget_.store(std::clamp(budget_.load() + max_slowdown_ * base - step_seconds, floor, cap));
+  budget_.store(std::min(budget_.load() + max_slowdown_ * base - step_seconds, 8 * (max_slowdown_ - 1) * base));
 }
 
 bool ForegroundGate::open() const {
