@@ -38,15 +38,14 @@ namespace burstpool {
 // the baseline was set have on the whole kept within it too (below), and,
 // when pause_in_allreduce is set, the foreground is not inside a reduction.
 //
-// The recent average misses what costs the most: beside a background,
-// LeNet-5's median step (1.14 ms) was no slower than alone (1.20), but rare
-// long steps made the mean 1.14x slower under a bound of 1.1. So the gate
-// also keeps a budget, the sum over shared steps of (max_slowdown x baseline
-// - step): a slow step spends it, however slow, each step within the bound
-// earns some back, and the gate stays shut while it is negative; the mean
-// step beside the background then stays within the bound, up to the pieces
-// already running. Its credit is capped at 8 x (max_slowdown - 1) x
-// baseline, so a long quiet stretch banks no burst of slow steps.
+// The recent average lags: on steps of a millisecond or two a piece lasts as
+// long as a step, and pieces started while the average was still low slowed
+// LeNet-5 1.14-1.18x under a bound of 1.1. So the gate also keeps a budget,
+// the sum over shared steps of (max_slowdown x baseline - step): a slow step
+// spends it, a step within the bound earns it back, and the gate stays shut
+// while it is negative. It is held within [-8, +8] x (max_slowdown - 1) x
+// baseline (at least 0.08 baselines below zero), so neither a long quiet stretch
+// banks a burst of slow steps nor an old noisy one shuts the gate for good.
 class ForegroundGate {
  public:
   ForegroundGate(double max_slowdown, bool pause_in_allreduce)

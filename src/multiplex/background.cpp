@@ -77,7 +77,8 @@ void ForegroundGate::step_finished(double step_seconds) {
   recent_.store(old > 0 ? 0.875 * old + 0.125 * step_seconds : step_seconds);
   const double base = baseline_.load();
   if (base <= 0) return;
-  budget_.store(std::min(budget_.load() + max_slowdown_ * base - step_seconds, 8 * (max_slowdown_ - 1) * base));
+  const double cap = 8 * (max_slowdown_ - 1) * base, floor = -std::max(cap, 0.08 * base);
+  budget_.store(std::clamp(budget_.load() + max_slowdown_ * base - step_seconds, floor, cap));
 }
 
 bool ForegroundGate::open() const {

@@ -23,9 +23,9 @@ TEST(ForegroundGate, OpenUntilBaselineThenFollowsTheAverageStep) {
   EXPECT_TRUE(g.open());
   g.step_finished(2.0);  // average 0.875*1.05 + 0.125*2 = 1.169 > 1.1
   EXPECT_FALSE(g.open());
-  // Recovers: 1.169 -> 1 + 0.169*0.875^10 = 1.044, and the budget, -0.85
-  // after the slow step, back to +0.15.
-  for (int i = 0; i < 10; ++i) g.step_finished(1.0);
+  // Recovers: 1.169 -> 1 + 0.169*0.875^9 = 1.051, and the budget, spent to its
+  // floor of -0.8 by the slow step, back to +0.1.
+  for (int i = 0; i < 9; ++i) g.step_finished(1.0);
   EXPECT_TRUE(g.open());
 }
 
@@ -45,7 +45,7 @@ TEST(ForegroundGate, ShutsWhileItsSlowStepsOutrunTheBudget) {
   EXPECT_TRUE(g.open());
 }
 
-TEST(ForegroundGate, CreditIsCappedDebtIsNot) {
+TEST(ForegroundGate, BudgetIsCappedBothWays) {
   ForegroundGate g(1.1, false);
   g.set_baseline(1.0);
   for (int i = 0; i < 100; ++i) g.step_finished(0.9);  // would bank 20; held at 8 x 0.1 = 0.8
@@ -53,11 +53,10 @@ TEST(ForegroundGate, CreditIsCappedDebtIsNot) {
   EXPECT_FALSE(g.open()) << "the average alone, 0.9 + 0.4 * (1 - 0.875^5) = 1.095, would open it";
   ForegroundGate h(1.1, false);
   h.set_baseline(1.0);
-  h.step_finished(1.0);
-  h.step_finished(21.0);  // one long stall: -19.9, paid back at 0.1 a step
-  for (int i = 0; i < 150; ++i) h.step_finished(1.0);
-  EXPECT_FALSE(h.open()) << "-4.8 to go, though the average is back to 1.0";
-  for (int i = 0; i < 50; ++i) h.step_finished(1.0);
+  for (int i = 0; i < 50; ++i) h.step_finished(3.0);  // would owe 95; held at -0.8
+  for (int i = 0; i < 7; ++i) h.step_finished(1.0);   // -0.1
+  EXPECT_FALSE(h.open());
+  for (int i = 0; i < 30; ++i) h.step_finished(1.0);  // 0, average back to 1.0 + 2 * 0.875^37 = 1.014
   EXPECT_TRUE(h.open());
 }
 
@@ -66,11 +65,9 @@ TEST(ForegroundGate, AtBoundOneOnlyStepsNoSlowerThanAloneReopenIt) {
   g.set_baseline(1.0);
   g.step_finished(1.0);
   EXPECT_TRUE(g.open());
-  g.step_finished(1.5);  // -0.5
+  g.step_finished(1.5);  // -0.5, held at -0.08
   EXPECT_FALSE(g.open());
-  for (int i = 0; i < 20; ++i) g.step_finished(1.0);  // earns nothing back
-  EXPECT_FALSE(g.open());
-  for (int i = 0; i < 60; ++i) g.step_finished(0.99);  // +0.01 each, capped at 0; average 0.99 + tiny
+  for (int i = 0; i < 20; ++i) g.step_finished(0.99);  // +0.01 each, capped at 0; average 1.0 + 0.5 * 0.875^20
   EXPECT_TRUE(g.open());
 }
 
