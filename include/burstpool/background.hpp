@@ -34,35 +34,26 @@ namespace burstpool {
 
 // The foreground's side of the gate. The background starts a piece (one
 // layer's forward or backward) only while the foreground's recent steps took
-// on average at most max_slowdown x its baseline, the foreground's steps since
-// the baseline was set have on the whole kept within it too (below), and,
-// when pause_in_allreduce is set, the foreground is not inside a reduction.
-//
-// The recent average lags: on steps of a millisecond or two a piece lasts as
-// long as a step, and pieces started while the average was still low slowed
-// LeNet-5 1.14-1.18x under a bound of 1.1. So the gate also keeps a budget,
-// the sum over shared steps of (max_slowdown x baseline - step): a slow step
-// spends it, a step within the bound earns it back, and the gate stays shut
-// while it is negative. It is held within [-8, +8] x (max_slowdown - 1) x
-// baseline (at least 0.08 baselines below zero), so neither a long quiet stretch
-// banks a burst of slow steps nor an old noisy one shuts the gate for good.
+// on average at most max_slowdown x its baseline and, when pause_in_allreduce is set, the
+// foreground is not inside a reduction.
 class ForegroundGate {
  public:
   ForegroundGate(double max_slowdown, bool pause_in_allreduce)
       : max_slowdown_(max_slowdown), pause_in_allreduce_(pause_in_allreduce) {}
-  // The foreground's step alone; the budget starts from zero here.
-  void set_baseline(double step_seconds);
+  void set_baseline(double step_seconds) { baseline_.store(step_seconds); }
   // Keeps a moving average over about the last 8 steps, so one noisy step
-  // does not stop the background, and (once there is a baseline) the budget.
-  // Called by the foreground's thread only.
-  void step_finished(double step_seconds);
+  // does not stop the background.
+  void step_finished(double step_seconds) {
+    const double old = recent_.load();
+    recent_.store(old > 0 ? 0.875 * old + 0.125 * step_seconds : step_seconds);
+  }
   std::atomic<bool>& in_allreduce() { return in_allreduce_; }
   bool open() const;
 
  private:
   double max_slowdown_;
   bool pause_in_allreduce_;
-  std::atomic<double> baseline_{0}, recent_{0}, budget_{0};
+  std::atomic<double> baseline_{0}, recent_{0};
   std::atomic<bool> in_allreduce_{false};
 };
 

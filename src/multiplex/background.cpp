@@ -6,7 +6,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -67,25 +66,10 @@ class BackgroundJob::Steps final : public RunSteps {
   Clock::time_point t0_;
 };
 
-void ForegroundGate::set_baseline(double step_seconds) {
-  budget_.store(0);
-  baseline_.store(step_seconds);
-}
-
-void ForegroundGate::step_finished(double step_seconds) {
-  const double old = recent_.load();
-  recent_.store(old > 0 ? 0.875 * old + 0.125 * step_seconds : step_seconds);
-  const double base = baseline_.load();
-  if (base <= 0) return;
-  const double cap = 8 * (max_slowdown_ - 1) * base, floor = -std::max(cap, 0.08 * base);
-  budget_.store(std::clamp(budget_.load() + max_slowdown_ * base - step_seconds, floor, cap));
-}
-
 bool ForegroundGate::open() const {
   if (pause_in_allreduce_ && in_allreduce_.load(std::memory_order_relaxed)) return false;
   const double base = baseline_.load(std::memory_order_relaxed);
-  return base <= 0 || (recent_.load(std::memory_order_relaxed) <= max_slowdown_ * base &&
-                       budget_.load(std::memory_order_relaxed) >= 0);
+  return base <= 0 || recent_.load(std::memory_order_relaxed) <= max_slowdown_ * base;
 }
 
 std::string lower_thread_priority() {
