@@ -61,7 +61,7 @@ struct Agreement {
 // Every rank of comm calls both, in the same steps.
 class StepAgreement {
  public:
-  explicit StepAgreement(MPI_Comm comm);
+  explicit StepAgreement(MPI_Comm comm) : comm_(comm) {}
   ~StepAgreement();
   StepAgreement(const StepAgreement&) = delete;
   StepAgreement& operator=(const StepAgreement&) = delete;
@@ -72,12 +72,6 @@ class StepAgreement {
  private:
   static constexpr int kFields = 6;  // SIGTERM, SIGUSR1, another signal, a request, non-finite, late; then the loss
   MPI_Comm comm_;
-  // One rank (a background replica of its own): the sums are its own values
-  // and no MPI call is made. An idle-priority background thread inside MPI
-  // can hold Open MPI's progress lock when the foreground preempts it, and
-  // the foreground then cannot progress its own messages until the
-  // background runs again.
-  bool alone_ = false, started_ = false;
   MPI_Request request_ = MPI_REQUEST_NULL;
   // Summed: counts of each stop wish and flag, and the loss. Left to leak
   // if a step throws with the reduction pending (it may still write here).

@@ -124,12 +124,6 @@ Agreement agreed_step(RunSteps& run, AgreementQueue& agreements, Clock::time_poi
 
 }  // namespace
 
-StepAgreement::StepAgreement(MPI_Comm comm) : comm_(comm) {
-  int size = 0;
-  BP_MPI_CHECK(MPI_Comm_size(comm, &size));
-  alone_ = size == 1;
-}
-
 StepAgreement::~StepAgreement() {
   // Left by an exception with the reduction pending: the run is ending with
   // an error (and other ranks may never join), so neither wait for it nor
@@ -144,14 +138,12 @@ void StepAgreement::start(int stop_wish, double loss, bool late) {
   s[4] = std::isfinite(loss) ? 0 : 1;
   s[5] = late ? 1 : 0;
   s[6] = loss;
-  started_ = true;
-  if (!alone_) BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, s, kFields + 1, MPI_DOUBLE, MPI_SUM, comm_, &request_));
+  BP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, s, kFields + 1, MPI_DOUBLE, MPI_SUM, comm_, &request_));
 }
 
 Agreement StepAgreement::finish() {
-  BP_CHECK(started_, "StepAgreement::finish without start");
-  started_ = false;
-  if (!alone_) wait_all(1, &request_);
+  BP_CHECK(request_ != MPI_REQUEST_NULL, "StepAgreement::finish without start");
+  wait_all(1, &request_);
   const double* s = sums_.get();
   Agreement a;
   a.stop = agreed_stop(s);
@@ -169,9 +161,7 @@ RunSteps::~RunSteps() = default;
 int RunSteps::stop_wish() const { return stop_signal(); }
 
 void RunSteps::meet_ranks() {
-  int size = 0;
-  BP_MPI_CHECK(MPI_Comm_size(comm_, &size));
-  if (agreement_lag() == 0 || size == 1) return;
+  if (agreement_lag() == 0) return;
   const auto t0 = Clock::now();
   MPI_Request request = MPI_REQUEST_NULL;
   BP_MPI_CHECK(MPI_Ibarrier(comm_, &request));
