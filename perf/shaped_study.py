@@ -131,10 +131,11 @@ def train(build, tmp, point, mode):
            "--set", f"parallel.profile_cache={point['cache']}"]
     if mode.startswith("burst"):
         cmd += ["--plan", "auto"]
-    if not mode.endswith("_bg"):
+    if mode.endswith("_bg"):
+        for key_value in BACKGROUND_SETS:
+            cmd += ["--set", key_value]
+    else:
         cmd += ["--set", "background.job=none"]
-    for key_value in BACKGROUND_SETS if mode.endswith("_bg") else []:
-        cmd += ["--set", key_value]
     launch(point, cmd, YIELD_BESIDE_BACKGROUND if mode.endswith("_bg") else "1")
     m = json.load(open(metrics))
     if mode.startswith("burst"):
