@@ -39,6 +39,13 @@ WaitPolicy wait_policy() {
 void set_wait_cancel_flag(const std::atomic<bool>* flag) { t_cancel = flag; }
 bool waits_cancellable() { return t_cancel != nullptr; }
 
+double predicted_sleep_seconds(const WaitPolicy& p, const WaitSite* site) {
+  if (!site) return 0;
+  const double expected_us = site->expected() * 1e6;
+  if (expected_us <= p.spin_us || expected_us < p.predict_min_us) return 0;
+  return p.predict * site->expected();
+}
+
 void wait_all(int count, MPI_Request* requests, WaitSite* site) {
   if (count == 0) return;
   if (!g_polite.load(std::memory_order_relaxed) && !t_cancel) {
@@ -54,9 +61,7 @@ void wait_all(int count, MPI_Request* requests, WaitSite* site) {
   // Sleep through most of the expected wait (polling only every `longest`),
   // then poll with backed-off sleeps.
   const auto predicted_until =
-      site && site->expected() * 1e6 > p.spin_us
-          ? start + std::chrono::duration_cast<Clock::duration>(Seconds(p.predict * site->expected()))
-          : start;
+      start + std::chrono::duration_cast<Clock::duration>(Seconds(predicted_sleep_seconds(p, site)));
   for (;;) {
     int done = 0;
     BP_MPI_CHECK(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE));

@@ -32,7 +32,7 @@ struct BackgroundConfig {
   int calibrate_steps = 10;
   double max_slowdown = 1.1;
   bool pause_in_allreduce = false;
-  int wait_spin_us = 200, wait_sleep_us = 20, wait_max_sleep_us = 1000;
+  int wait_spin_us = 200, wait_sleep_us = 20, wait_max_sleep_us = 1000, wait_predict_min_us = 2000;
   double wait_backoff = 0.02, wait_predict = 0.8;
   std::string thread_priority = "auto";  // auto | idle | normal: the background thread's scheduling
   std::string cuda_wait = "block";       // block | spin: how host threads wait for the GPU, with a background job

@@ -316,6 +316,7 @@ void read_background(const Values& v, const std::string& base, JobConfig& c) {
   c.background.wait_backoff = v.number("background", "wait_backoff");
   c.background.wait_max_sleep_us = static_cast<int>(v.integer("background", "wait_max_sleep_us"));
   c.background.wait_predict = v.number("background", "wait_predict");
+  c.background.wait_predict_min_us = static_cast<int>(v.integer("background", "wait_predict_min_us"));
   c.background.sync = v.choice("background", "sync", {"data-parallel", "none"});
   c.background.pieces_in_flight = static_cast<int>(v.integer("background", "pieces_in_flight"));
   c.background.thread_priority = v.choice("background", "thread_priority", {"auto", "idle", "normal"});

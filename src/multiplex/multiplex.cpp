@@ -120,7 +120,7 @@ double Multiplexer::alone_mean() const {
 
 WaitPolicy Multiplexer::polite_waits(bool on) const {
   const BackgroundConfig& c = fg_.background;
-  return {on, c.wait_spin_us, c.wait_sleep_us, c.wait_backoff, c.wait_predict, c.wait_max_sleep_us};
+  return {on, c.wait_spin_us, c.wait_sleep_us, c.wait_backoff, c.wait_predict, c.wait_max_sleep_us, c.wait_predict_min_us};
 }
 
 std::string Multiplexer::progress() const {

@@ -23,7 +23,7 @@ TEST(Waits, PoliteWaitsDeliverEveryMessage) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  set_wait_policy({true, 0, 20, 0.5, 0.8});  // sleep at once, with long back-off: the slow path
+  set_wait_policy({true, 0, 20, 0.5, 0.8, 1000, 0});  // sleep at once, predicted, with long back-off: the slow path
   WaitSite site;
   for (int round = 0; round < 5; ++round) {
     const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
@@ -38,6 +38,29 @@ TEST(Waits, PoliteWaitsDeliverEveryMessage) {
   }
   set_wait_policy({});
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A site's predicted sleep: `predict` of the shorter of its last two waits,
+// only where that is at least predict_min_us and longer than the spin.
+TEST(Waits, OnlyLongExpectedWaitsAreSleptThrough) {
+  WaitPolicy p;
+  p.spin_us = 200;
+  p.predict = 0.8;
+  p.predict_min_us = 2000;
+  WaitSite site;
+  EXPECT_EQ(predicted_sleep_seconds(p, nullptr), 0.0);
+  EXPECT_EQ(predicted_sleep_seconds(p, &site), 0.0) << "no waits seen yet";
+  site.record(0.010);
+  site.record(0.004);
+  EXPECT_DOUBLE_EQ(predicted_sleep_seconds(p, &site), 0.8 * 0.004) << "the shorter of the last two";
+  site.record(0.0015);  // now 4 ms and 1.5 ms: expected 1.5 ms, under the 2 ms floor
+  EXPECT_EQ(predicted_sleep_seconds(p, &site), 0.0);
+  p.predict_min_us = 1000;
+  EXPECT_DOUBLE_EQ(predicted_sleep_seconds(p, &site), 0.8 * 0.0015);
+  p.spin_us = 1600;  // an expected wait within the spin is not slept through
+  EXPECT_EQ(predicted_sleep_seconds(p, &site), 0.0);
+  p.spin_us = 1400;
+  EXPECT_DOUBLE_EQ(predicted_sleep_seconds(p, &site), 0.8 * 0.0015);
 }
 
 // Rank 1 sends rank 0 a message too large to go eagerly, then waits where it
