@@ -18,8 +18,12 @@ is out of sample. Reported per point: measured, the shipped model's
 prediction, the held-out fit's, their errors (median over rounds), and the fit
 to every model (which --fit-out writes as a packing model).
 
-Usage: perf/packing_check.py STUDY.json --workdir DIR [--build build]
-                             [--out perf/results/packing_check] [--fit-out PACKING.json]
+Several studies (each with its own working folder, in the same order) are read
+as one: so a fit can take models measured in separate studies.
+
+Usage: perf/packing_check.py STUDY.json [STUDY.json ...] --workdir DIR [DIR ...]
+                             [--build build] [--out perf/results/packing_check] [--fit-out PACKING.json]
+                             [--packing PACKING.json]
 """
 import argparse
 import json
@@ -36,17 +40,27 @@ MODES = {"dp": "dp_bg", "burst_bg": "burst_bg"}  # simulated plan -> the measure
 BESIDE = {"dp": "dp", "burst_bg": "plan"}  # for the report
 
 
-def study_points(study, workdir):
-    """Every point of the study with the files its rounds kept in `workdir`."""
+def merged_study(paths, workdirs):
+    """The studies at `paths` as one: their points in order, each with the working folder its rounds kept their
+    files in (`workdir`); the commits joined."""
+    if len(paths) != len(workdirs):
+        raise SystemExit(f"packing_check: {len(paths)} studies but {len(workdirs)} working folders")
+    studies = [json.load(open(p)) for p in paths]
+    results = [dict(res, workdir=w) for study, w in zip(studies, workdirs) for res in study["results"]]
+    return {"commit": ", ".join(dict.fromkeys(s["commit"] for s in studies)), "results": results}
+
+
+def study_points(study):
+    """Every point of the study with the files its rounds kept in the point's working folder."""
     for res in study["results"]:
         p = res["point"]
-        yield res, dict(p, **shaped_study.point_files(workdir, p["model"], p["batch"], p["ranks"], p["gbit"]))
+        yield res, dict(p, **shaped_study.point_files(res["workdir"], p["model"], p["batch"], p["ranks"], p["gbit"]))
 
 
-def simulate_rounds(build, tmp, study, workdir, packing, model=None):
+def simulate_rounds(build, tmp, study, packing, model=None):
     """{(point index, round, plan): simulated background entry} with `packing`, for every point or `model`'s."""
     out = {}
-    for i, (res, point) in enumerate(study_points(study, workdir)):
+    for i, (res, point) in enumerate(study_points(study)):
         if model and res["point"]["model"] != model:
             continue
         for r in range(len(res["rounds"])):
@@ -93,17 +107,18 @@ def errors(study, sims, i, plan):
 
 def report(study, shipped, held_out, overall, args):
     coeff = json.load(open(overall))
-    lines = ["# The CPU packing model against a shaped study's runs", "",
-             f"Study: `{os.path.relpath(args.study, ROOT)}` (commit {study['commit']}). Command: "
-             f"`python3 perf/packing_check.py {os.path.relpath(args.study, ROOT)} --workdir DIR` (DIR: the study's "
+    names = " ".join(os.path.relpath(p, ROOT) for p in args.study)
+    lines = ["# The CPU packing model against shaped studies' runs", "",
+             f"Studies: `{names}` (commit {study['commit']}). Command: "
+             f"`python3 perf/packing_check.py {names} --workdir DIR...` (DIR: each study's "
              "working folder, which it names when it starts). Background samples/s beside data parallel and beside "
              "the burst plan: measured (median of the rounds), predicted by `burstpool simulate --packing` with the "
-             "shipped model (jobs/profiles/packing.cpu.json, fitted over shared memory) and with a model fitted to "
+             f"shipped model `{os.path.relpath(args.packing, ROOT)}` and with a model fitted to "
              "the other foreground models' runs only (out of sample); errors are medians over rounds of each "
              "round's prediction against that round's run.", "",
              f"Fitted to every model's runs: base share {coeff['base_share']:.3f}, idle efficiency "
              f"{coeff['idle_efficiency']:.3f}, each idle stretch less {1e3 * coeff.get('gap_cost_s', 0):.2f} ms "
-             "(shipped model: see jobs/profiles/packing.cpu.json).", "",
+             f"(shipped model: see `{os.path.relpath(args.packing, ROOT)}`).", "",
              "| model | batch | ranks | Gbit/s | beside | measured | shipped model | error | held-out fit | error |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     counts = {"shipped": 0, "held": 0, "n": 0}
@@ -127,20 +142,23 @@ def report(study, shipped, held_out, overall, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("study")
-    ap.add_argument("--workdir", required=True, help="the study's working folder (it names it when it starts)")
+    ap.add_argument("study", nargs="+", help="perf/shaped_study.py JSONs, read as one")
+    ap.add_argument("--workdir", required=True, nargs="+",
+                    help="each study's working folder, in the same order (a study names it when it starts)")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(ROOT, "perf", "results", "packing_check"))
     ap.add_argument("--fit-out", help="write the model fitted to every model's runs here")
+    ap.add_argument("--packing", default=shaped_study.PACKING,
+                    help="the model to check beside the held-out fits (default: the shared-memory fit)")
     args = ap.parse_args()
-    study = json.load(open(args.study))
+    study = merged_study(args.study, args.workdir)
     tmp = tempfile.mkdtemp()
-    shipped = simulate_rounds(args.build, tmp, study, args.workdir, shaped_study.PACKING)
+    shipped = simulate_rounds(args.build, tmp, study, args.packing)
     models = sorted({res["point"]["model"] for res in study["results"]})
     held_out = {}
     for model in models:
         packing = fit(args.build, tmp, samples(study, shipped, lambda m: m != model), f"without-{model}")
-        held_out.update(simulate_rounds(args.build, tmp, study, args.workdir, packing, model))
+        held_out.update(simulate_rounds(args.build, tmp, study, packing, model))
     overall = fit(args.build, tmp, samples(study, shipped, lambda m: True), "every-model")
     if args.fit_out:
         shutil.copy(overall, args.fit_out)
