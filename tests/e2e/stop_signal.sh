@@ -28,6 +28,12 @@ lr = 0.01
 learners = 2
 JOB
 
+# await_log FILE ERE TRIES: until FILE has a line matching ERE, polling every
+# 0.05 s at most TRIES times.
+await_log() {
+  for _ in $(seq 1 "$3"); do grep -Eq "$2" "$1" && return; sleep 0.05; done
+}
+
 # stopped NAME SIGNAL RANK [args]: a 2-rank run signalled on RANK once it
 # logged step 20, then resumed; compared with the uninterrupted run NAME-ref.
 stopped() {
@@ -39,10 +45,7 @@ stopped() {
   mpirun -np 2 "$bin" train "$work/job.ini" --checkpoint "$work/$name.h5" --metrics "$work/$name.json" "$@" \
     >"$work/$name.out" 2>&1 &
   local launcher=$! victim=""
-  for _ in $(seq 1 200); do
-    grep -Eq "^(step|iteration) 20" "$work/$name.out" && break
-    sleep 0.05
-  done
+  await_log "$work/$name.out" "^(step|iteration) 20" 200
   # Rank processes in rank order: mpirun starts them in that order, so by ascending pid.
   victim=$(pgrep -P "$launcher" -x burstpool | sort -n | sed -n "$((rank + 1))p")
   [[ -n $victim ]] && kill -"$signal" "$victim"
@@ -89,7 +92,7 @@ launcher_signalled() {
   mpirun --mca odls_base_sigkill_timeout "$timeout" -np 2 "$bin" train "$work/job.ini" --steps 1000 \
     --checkpoint "$work/$name.h5" --metrics "$work/$name.json" >"$work/$name.out" 2>&1 &
   local launcher=$!
-  for _ in $(seq 1 200); do grep -q "^step 20" "$work/$name.out" && break; sleep 0.05; done
+  await_log "$work/$name.out" "^step 20" 200
   kill -"$signal" "$launcher"
   wait "$launcher"
   local status=$? stopped_by
@@ -109,7 +112,7 @@ launcher_signalled launcher-term TERM 1 5
 "$bin" train "$work/job.ini" --steps 100000 --set train.batch_size=256 --set data.synthetic_train_samples=1024 \
   --checkpoint "$work/twice.h5" >"$work/twice.out" 2>&1 &
 pid=$!
-for _ in $(seq 1 400); do grep -q "^step 10/" "$work/twice.out" && break; sleep 0.05; done
+await_log "$work/twice.out" "^step 10/" 400
 kill -TERM "$pid"
 sleep 0.05  # two signals sent back to back may arrive as one
 kill -TERM "$pid"
