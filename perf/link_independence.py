@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Does a strategy's learning depend on the link? time_to_accuracy.py studies
+of the same settings and seeds run on different links (shared memory, shaped
+to G Gbit/s) are compared run by run: the epochs at which each reached the
+target and the best test accuracy it saw. Where a strategy's runs agree to the
+digit on every link, its learning is the same computation everywhere (ssgd
+and local-sgd: fixed reduction orders, no decision taken from a clock), so a
+learning-rate and schedule grid tuned on one link ranks its settings the same
+on every other: the link changes only the samples/s, and the samples/s of
+one strategy and batch do not depend on its learning rate or schedule.
+Strategies that decide from clocks (shadow's averaging rounds, sma's learner
+tuning) are listed too; they are expected to differ.
+
+Usage: perf/link_independence.py STUDY.json... [--out OUT]
+(each STUDY.json beside its STUDY.md, whose Command line names the link and
+the ranks); writes OUT.md.
+"""
+import argparse
+import collections
+import json
+import os
+import re
+
+DROPPED = ("job.seed", "train.log_every")  # the seed is the run's own key; the log interval is not learning
+
+
+def link_of(study):
+    """'shared memory' or 'G Gbit/s', and the ranks, from the study's Command line."""
+    command = next(line for line in open(study[:-len(".json")] + ".md") if line.startswith("Command:"))
+    gbit = re.search(r"--gbit ([0-9.]+)", command)
+    ranks = re.search(r"--ranks (\d+)", command)
+    link = f"{float(gbit.group(1)) * 1000:g} Mbit/s" if gbit and float(gbit.group(1)) < 1 else \
+        f"{gbit.group(1)} Gbit/s" if gbit else "shared memory"
+    if "--steady-link" in command:
+        link += " steady"
+    return link, int(ranks.group(1)) if ranks else 2
+
+
+def runs_of(study):
+    """(label, settings, seed) -> (epochs to target, best accuracy), every repeat of every setting. A study with
+    repeats keeps each seed's epochs (repeat_epochs, seeds 1..N) but the best accuracy of its median run only:
+    the others' accuracy is None (unknown)."""
+    for label, summaries in json.load(open(study))["runs"].items():
+        for summary in summaries:
+            settings = {k: v for k, v in summary["settings"].items() if k not in DROPPED}
+            key = label, json.dumps(settings, sort_keys=True)
+            median_seed = summary["settings"].get("job.seed", 1)
+            epochs = summary.get("repeat_epochs") or [summary["epochs_to_target"]]
+            seeds = range(1, len(epochs) + 1) if "repeat_epochs" in summary else [median_seed]
+            for seed, e in zip(seeds, epochs):
+                yield (*key, seed), (e, summary["best_accuracy"] if seed == median_seed else None)
+
+
+def same(results):
+    """Every link's epochs equal, and every known accuracy equal."""
+    accuracies = {a for _, a in results if a is not None}
+    return len({e for e, _ in results}) == 1 and len(accuracies) <= 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("studies", nargs="+")
+    ap.add_argument("--out", default="perf/results/link_independence")
+    args = ap.parse_args()
+    seen = collections.defaultdict(dict)  # (ranks, label, settings, seed) -> {study: (epochs, accuracy)}
+    names = {}  # study -> its file name and link
+    for study in args.studies:
+        link, ranks = link_of(study)
+        names[study] = f"{os.path.basename(study)[:-5].removeprefix('time_to_accuracy_')} ({link})"
+        for key, result in runs_of(study):
+            seen[(ranks, *key)][study] = result
+    lines = ["# The same settings and seeds on different links: epochs to the target and best test accuracy", "",
+             "Command: `python3 perf/link_independence.py " + " ".join(args.studies) + "`", "",
+             "Best accuracy: ? where a study with repeats kept it for its median run only.", "",
+             "| ranks | strategy | settings | seed | studies (links) | epochs to target | best accuracy | same on every link |",
+             "|---|---|---|---|---|---|---|---|"]
+    agree = collections.Counter()
+    total = collections.Counter()
+    for (ranks, label, settings, seed), by_link in sorted(seen.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        if len(by_link) < 2:
+            continue
+        agreed = same(list(by_link.values()))
+        family = f"{label.split(',')[0]} on {ranks} ranks"
+        total[family] += 1
+        agree[family] += agreed
+        brief = ", ".join(f"{k.split('.')[-1]} {v}" for k, v in json.loads(settings).items()
+                          if k not in ("sync.strategy", "train.eval_every"))
+        lines.append(f"| {ranks} | {label} | {brief} | {seed} | {'; '.join(names[study] for study in by_link)} | "
+                     f"{'; '.join(str(e) for e, _ in by_link.values())} | "
+                     f"{'; '.join('?' if a is None else str(a) for _, a in by_link.values())} | {'yes' if agreed else 'no'} |")
+    lines += ["", "Runs the same on every link they ran on, per strategy and ranks: " +
+              ", ".join(f"{family} {agree[family]} of {total[family]}" for family in sorted(total)) + "."]
+    open(args.out + ".md", "w").write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
