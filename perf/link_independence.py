@@ -21,12 +21,13 @@ import json
 import os
 import re
 
-DROPPED = ("job.seed", "train.log_every")  # the seed is the run's own key; the log interval is not learning
+from network_share import key  # one home for matching a setting across studies
+from time_to_accuracy import setting_text  # one home for how a setting is named
 
 
 def link_of(study):
     """'shared memory' or 'G Gbit/s', and the ranks, from the study's Command line."""
-    command = next(line for line in open(study[:-len(".json")] + ".md") if line.startswith("Command:"))
+    command = next(line for line in open(study.removesuffix(".json") + ".md") if line.startswith("Command:"))
     gbit = re.search(r"--gbit ([0-9.]+)", command)
     ranks = re.search(r"--ranks (\d+)", command)
     link = f"{float(gbit.group(1)) * 1000:g} Mbit/s" if gbit and float(gbit.group(1)) < 1 else \
@@ -37,18 +38,16 @@ def link_of(study):
 
 
 def runs_of(study):
-    """(label, settings, seed) -> (epochs to target, best accuracy), every repeat of every setting. A study with
+    """(label, settings, seed, (epochs to target, best accuracy)) for every repeat of every setting. A study with
     repeats keeps each seed's epochs (repeat_epochs, seeds 1..N) but the best accuracy of its median run only:
     the others' accuracy is None (unknown)."""
     for label, summaries in json.load(open(study))["runs"].items():
         for summary in summaries:
-            settings = {k: v for k, v in summary["settings"].items() if k not in DROPPED}
-            key = label, json.dumps(settings, sort_keys=True)
             median_seed = summary["settings"].get("job.seed", 1)
             epochs = summary.get("repeat_epochs") or [summary["epochs_to_target"]]
             seeds = range(1, len(epochs) + 1) if "repeat_epochs" in summary else [median_seed]
             for seed, e in zip(seeds, epochs):
-                yield (*key, seed), (e, summary["best_accuracy"] if seed == median_seed else None)
+                yield label, summary["settings"], seed, (e, summary["best_accuracy"] if seed == median_seed else None)
 
 
 def same(results):
@@ -62,13 +61,16 @@ def main():
     ap.add_argument("studies", nargs="+")
     ap.add_argument("--out", default="perf/results/link_independence")
     args = ap.parse_args()
-    seen = collections.defaultdict(dict)  # (ranks, label, settings, seed) -> {study: (epochs, accuracy)}
+    seen = collections.defaultdict(dict)  # (ranks, setting key, seed) -> {study: (epochs, accuracy)}
+    named = {}  # (ranks, setting key, seed) -> the row's ranks, label, setting and seed as the table names them
     names = {}  # study -> its file name and link
     for study in args.studies:
         link, ranks = link_of(study)
-        names[study] = f"{os.path.basename(study)[:-5].removeprefix('time_to_accuracy_')} ({link})"
-        for key, result in runs_of(study):
-            seen[(ranks, *key)][study] = result
+        names[study] = f"{os.path.basename(study).removesuffix('.json').removeprefix('time_to_accuracy_')} ({link})"
+        for label, settings, seed, result in runs_of(study):
+            row = (ranks, key(label, settings), seed)
+            seen[row][study] = result
+            named[row] = (ranks, label, setting_text(settings), seed)
     lines = ["# The same settings and seeds on different links: epochs to the target and best test accuracy", "",
              "Command: `python3 perf/link_independence.py " + " ".join(args.studies) + "`", "",
              "Best accuracy: ? where a study with repeats kept it for its median run only.", "",
@@ -76,16 +78,15 @@ def main():
              "|---|---|---|---|---|---|---|---|"]
     agree = collections.Counter()
     total = collections.Counter()
-    for (ranks, label, settings, seed), by_link in sorted(seen.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+    for row, by_link in sorted(seen.items(), key=lambda kv: named[kv[0]]):
         if len(by_link) < 2:
             continue
+        ranks, label, setting, seed = named[row]
         agreed = same(list(by_link.values()))
         family = f"{label.split(',')[0]} on {ranks} ranks"
         total[family] += 1
         agree[family] += agreed
-        brief = ", ".join(f"{k.split('.')[-1]} {v}" for k, v in json.loads(settings).items()
-                          if k not in ("sync.strategy", "train.eval_every"))
-        lines.append(f"| {ranks} | {label} | {brief} | {seed} | {'; '.join(names[study] for study in by_link)} | "
+        lines.append(f"| {ranks} | {label} | {setting} | {seed} | {'; '.join(names[study] for study in by_link)} | "
                      f"{'; '.join(str(e) for e, _ in by_link.values())} | "
                      f"{'; '.join('?' if a is None else str(a) for _, a in by_link.values())} | {'yes' if agreed else 'no'} |")
     lines += ["", "Runs the same on every link they ran on, per strategy and ranks: " +
