@@ -45,7 +45,7 @@ iterations, shadow's elastic rule at its 2-rank best.
 
 --clock-grid (small VGG only) tunes again, at the point it runs on, the
 strategies whose learning follows clocks: shadow average and shadow's elastic
-rule over three learning rates each around the 3 Gbit/s grid's best, with
+rule over four and three learning rates around the 3 Gbit/s grid's best, with
 that grid's best ssgd (global batch 128) beside them as the reference. ssgd's
 and local-sgd's runs are the same bits on any link, so their grid carries over.
 
