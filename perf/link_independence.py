@@ -44,9 +44,9 @@ def runs_of(study):
     for label, summaries in json.load(open(study))["runs"].items():
         for summary in summaries:
             median_seed = summary["settings"].get("job.seed", 1)
-            epochs = summary.get("repeat_epochs") or [summary["epochs_to_target"]]
-            seeds = range(1, len(epochs) + 1) if "repeat_epochs" in summary else [median_seed]
-            for seed, e in zip(seeds, epochs):
+            by_seed = enumerate(summary["repeat_epochs"], 1) if "repeat_epochs" in summary else \
+                [(median_seed, summary["epochs_to_target"])]
+            for seed, e in by_seed:
                 yield label, summary["settings"], seed, (e, summary["best_accuracy"] if seed == median_seed else None)
 
 

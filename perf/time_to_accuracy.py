@@ -278,6 +278,12 @@ CLOCK_GRID_VGG = {"ssgd, global batch 128": [ssgd(128, 0.02, 2)],
                   "shadow elastic, batch 16": [learners("shadow", 16, lr, 3, **{"sync.shadow_rule": "elastic"})
                                                for lr in (0.01, 0.02, 0.04)]}
 
+# The grid flags, in the order a study's report names them: the grid each names for LeNet-5 and for small VGG, whose
+# runs take minutes and get reduced twins (None: the flag has no grid for that model).
+NAMED_GRIDS = {"small_grid": (SMALL_GRID, SMALL_GRID), "tuned_grid": (SCHEDULE_GRID, TUNED_GRID_VGG),
+               "slow_link_grid": (SLOW_LINK_GRID, SLOW_LINK_GRID_VGG), "ranks_grid": (None, RANKS_GRID_VGG),
+               "clock_grid": (None, CLOCK_GRID_VGG)}
+
 GBIT = "none"  # --gbit
 FLAGS = []  # the grid, repeats and network flags the study ran with, for its report
 
@@ -321,23 +327,18 @@ def chosen_by(prefix, label):
     return label == prefix[:-1] if prefix.endswith("$") else label.startswith(prefix)
 
 
+def named_grids(args):
+    """The grid flags given, as (flag, the grid it names for MODEL, or None), in NAMED_GRIDS' order."""
+    return [(f"--{name.replace('_', '-')}", grids[MODEL == "vgg_small"])
+            for name, grids in NAMED_GRIDS.items() if getattr(args, name)]
+
+
 def grid_for(args):
-    """The grid the flags name; small VGG, whose runs take minutes, has reduced twins of the tuned and slow-link
-    grids."""
-    vgg = MODEL == "vgg_small"
+    """The grid the flags name: the bests of earlier studies, the first grid flag given, or the full grid."""
     if args.bests_of:
         return bests_grid(args.bests_of, args.top)
-    if args.small_grid:
-        return SMALL_GRID
-    if args.tuned_grid:
-        return TUNED_GRID_VGG if vgg else SCHEDULE_GRID
-    if args.slow_link_grid:
-        return SLOW_LINK_GRID_VGG if vgg else SLOW_LINK_GRID
-    if args.ranks_grid:
-        return RANKS_GRID_VGG
-    if args.clock_grid:
-        return CLOCK_GRID_VGG
-    return GRID
+    named = named_grids(args)
+    return named[0][1] if named else GRID
 
 
 def bests_grid(studies, top):
@@ -398,14 +399,10 @@ def main():
     shaped_study.STEADY_LINK = args.steady_link
     if RANKS < 2:
         ap.error("--ranks: at least 2")
-    if args.ranks_grid and MODEL != "vgg_small":
-        ap.error("--ranks-grid: a grid of --model vgg_small")
-    if args.clock_grid and MODEL != "vgg_small":
-        ap.error("--clock-grid: a grid of --model vgg_small")
-    FLAGS[:] = ((["--small-grid"] if args.small_grid else []) + (["--tuned-grid"] if args.tuned_grid else []) +
-                (["--slow-link-grid"] if args.slow_link_grid else []) +
-                (["--ranks-grid"] if args.ranks_grid else []) +
-                (["--clock-grid"] if args.clock_grid else []) +
+    for flag, grid in named_grids(args):
+        if grid is None:
+            ap.error(f"{flag}: a grid of --model vgg_small")
+    FLAGS[:] = ([flag for flag, _ in named_grids(args)] +
                 ([f"--repeats {args.repeats}"] if args.repeats > 1 else []) +
                 ([f"--gbit {args.gbit}"] if args.gbit != "none" else []) +
                 ([f"--ranks {args.ranks}"] if args.ranks != 2 else []) +
