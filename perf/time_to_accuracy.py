@@ -49,20 +49,30 @@ rule over four and three learning rates around the 3 Gbit/s grid's best, with
 that grid's best ssgd (global batch 128) beside them as the reference. ssgd's
 and local-sgd's runs are the same bits on any link, so their grid carries over.
 
+--sma-grid (small VGG only) tunes sma, run at one setting in the other
+small-VGG grids: three learning rates at a 3-epoch cosine, and 2- and 1-epoch
+cosines at the middle one, with the 3 Gbit/s grid's best ssgd beside it as
+the reference; --block-momentum-grid likewise tunes shadow's block-momentum
+rule over three learning rates.
+
 --repeats N runs every setting N times (job seeds 1..N, so data order,
 initial weights and dropout differ) and reports the median training time and
 its spread (slowest and fastest run); a setting counts as reaching the target
-only if every repeat does. --gbit G runs every job inside
-scripts/shaped-net.sh, each rank on an emulated node whose link is shaped to
-G Gbit/s (as root), and each run reports where the ranks' time went
-(computing; waiting on transfers, gradient sums or other ranks). --ranks N
-runs N ranks instead of 2; with more ranks than cores they share the cores
-(oversubscribed: Open MPI's waiting ranks yield), and the report says so.
+only if every repeat does; --interleave runs them in rounds (every setting
+once per seed), so that a machine whose rate drifts slows all alike. --gbit
+G runs every job inside scripts/shaped-net.sh, each rank on an emulated node
+whose link is shaped to G Gbit/s (as root), and each run reports where the
+ranks' time went (computing; waiting on transfers, gradient sums or other
+ranks). --ranks N runs N ranks instead of 2; with more ranks than cores they
+share the cores (oversubscribed: Open MPI's waiting ranks yield), and the
+report says so.
 
 Usage: perf/time_to_accuracy.py [--build build] [--out perf/results/time_to_accuracy] [--plot-best]
-                                [--small-grid | --tuned-grid | --slow-link-grid | --ranks-grid]
-                                [--repeats N] [--gbit G]
-                                [--ranks N]
+                                [--small-grid | --tuned-grid | --slow-link-grid | --ranks-grid |
+                                 --clock-grid | --sma-grid | --block-momentum-grid |
+                                 --bests-of STUDY.json... [--top K]]
+                                [--repeats N [--interleave]] [--gbit G [--steady-link]] [--ranks N]
+                                [--only PREFIX...] [--resume]
 """
 import argparse
 import json
@@ -278,11 +288,29 @@ CLOCK_GRID_VGG = {"ssgd, global batch 128": [ssgd(128, 0.02, 2)],
                   "shadow elastic, batch 16": [learners("shadow", 16, lr, 3, **{"sync.shadow_rule": "elastic"})
                                                for lr in (0.01, 0.02, 0.04)]}
 
+# --sma-grid (small VGG only): sma, which every small-VGG study so far ran at one setting (lr 0.02, a 3-epoch cosine,
+# LeNet-5's alpha), tuned: one learning rate either side of that at its 3-epoch cosine, and a 2-epoch cosine at 0.02
+# (it reached 0.90 at 2.00 epochs at 3 Gbit/s, where the other learners' bests moved to 2-epoch cosines). The 3 Gbit/s
+# grid's best ssgd (global batch 128) beside it first, as the reference and so that a study cut short keeps it.
+# Over shared memory the 2-epoch cosine was best, on the schedule's short edge: then a 1-epoch cosine too.
+SMA_GRID_VGG = {"ssgd, global batch 128": [ssgd(128, 0.02, 2)],
+                "sma, batch 16 per learner, auto-tuned learners": [learners("sma", 16, lr, e, **{"sync.alpha": 0.1})
+                                                                   for lr, e in ((0.02, 3), (0.01, 3), (0.04, 3),
+                                                                                 (0.02, 2), (0.02, 1))]}
+
+# --block-momentum-grid (small VGG only): shadow's block-momentum rule, which every small-VGG study so far ran at one
+# setting (lr 0.02, a 3-epoch cosine), over three learning rates at that cosine, beside the 3 Gbit/s grid's best ssgd.
+BLOCK_MOMENTUM_GRID_VGG = {"ssgd, global batch 128": [ssgd(128, 0.02, 2)],
+                           "shadow block-momentum, batch 16": [
+                               learners("shadow", 16, lr, 3, **{"sync.shadow_rule": "block-momentum"})
+                               for lr in (0.01, 0.02, 0.04)]}
+
 # The grid flags, in the order a study's report names them: the grid each names for LeNet-5 and for small VGG, whose
 # runs take minutes and get reduced twins (None: the flag has no grid for that model).
 NAMED_GRIDS = {"small_grid": (SMALL_GRID, SMALL_GRID), "tuned_grid": (SCHEDULE_GRID, TUNED_GRID_VGG),
                "slow_link_grid": (SLOW_LINK_GRID, SLOW_LINK_GRID_VGG), "ranks_grid": (None, RANKS_GRID_VGG),
-               "clock_grid": (None, CLOCK_GRID_VGG)}
+               "clock_grid": (None, CLOCK_GRID_VGG), "sma_grid": (None, SMA_GRID_VGG),
+               "block_momentum_grid": (None, BLOCK_MOMENTUM_GRID_VGG)}
 
 GBIT = "none"  # --gbit
 FLAGS = []  # the grid, repeats and network flags the study ran with, for its report
@@ -320,6 +348,23 @@ def run(build, tmp, settings, log):
             "best_accuracy": max(e["test_accuracy"] for e in m["evaluations"]), "epochs_run": m["epochs"],
             "samples_per_second": m["samples_per_second"], "learners_per_rank": m["learners_per_rank"],
             "learner_tuning": m["learner_tuning"]}
+
+
+def run_key(label, settings, seed):
+    """A run's key in <out>.partial.json: its strategy label and its settings with the seed."""
+    return label + json.dumps({**settings, "job.seed": seed}, sort_keys=True)
+
+
+def run_order(labels, grid, repeats, interleave):
+    """The runs as (label's place, label, setting's number, settings, seed): each setting's repeats one after
+    another, or with `interleave` in rounds, every setting once per seed, so that a machine whose rate drifts
+    during the study slows every setting alike."""
+    settings = [(place, label, number, s)
+                for place, label in enumerate(labels, 1) for number, s in enumerate(grid[label])]
+    seeds = range(1, repeats + 1)
+    if interleave:
+        return [(*one, seed) for seed in seeds for one in settings]
+    return [(*one, seed) for one in settings for seed in seeds]
 
 
 def chosen_by(prefix, label):
@@ -380,11 +425,19 @@ def main():
     ap.add_argument("--clock-grid", action="store_true",
                     help="small VGG only: shadow's learning rate tuned again at this point, the 3 Gbit/s grid's "
                          "best ssgd beside it")
+    ap.add_argument("--sma-grid", action="store_true",
+                    help="small VGG only: sma's learning rate and schedule length tuned, the 3 Gbit/s grid's best "
+                         "ssgd beside it")
+    ap.add_argument("--block-momentum-grid", action="store_true",
+                    help="small VGG only: shadow block momentum's learning rate tuned, the 3 Gbit/s grid's best "
+                         "ssgd beside it")
     ap.add_argument("--repeats", type=int, default=1, help="runs per setting (job seeds 1..N)")
     ap.add_argument("--gbit", default="none", help="links shaped to this many Gbit/s per rank (as root)")
     ap.add_argument("--ranks", type=int, default=RANKS,
                     help="ranks (more than this machine's cores: oversubscribed, waits yield; labelled so)")
     ap.add_argument("--resume", action="store_true", help="reuse the runs kept in <out>.partial.json")
+    ap.add_argument("--interleave", action="store_true",
+                    help="run in rounds, every setting once per seed, instead of each setting's repeats in a row")
     ap.add_argument("--bests-of", metavar="STUDY.json", nargs="+",
                     help="instead of a grid: each strategy's --top fastest settings in each of these studies' JSONs")
     ap.add_argument("--top", type=int, default=2, help="with --bests-of: settings per strategy (default 2)")
@@ -407,6 +460,7 @@ def main():
                 ([f"--gbit {args.gbit}"] if args.gbit != "none" else []) +
                 ([f"--ranks {args.ranks}"] if args.ranks != 2 else []) +
                 ([f"--only {' '.join(repr(o) for o in args.only)}"] if args.only else []) +
+                (["--interleave"] if args.interleave else []) +
                 ([f"--bests-of {' '.join(os.path.relpath(b, ROOT) for b in args.bests_of)} --top {args.top}"]
                  if args.bests_of else []) +
                 (["--steady-link"] if args.steady_link else []))
@@ -414,28 +468,22 @@ def main():
     if args.plot_best:
         plot_best(args, tmp)
         return
-    results = {}
     chosen = grid_for(args)
     # Every finished run is kept in <out>.partial.json at once; --resume takes those runs back (their
     # logs stay where that study wrote them), so that a study stopped half way loses nothing.
     partial = args.out + ".partial.json"
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     done = json.load(open(partial)) if args.resume and os.path.exists(partial) else {}
-    for label, grid in chosen.items():
-        if args.only and not any(chosen_by(prefix, label) for prefix in args.only):
-            continue
-        results[label] = []
-        for number, settings in enumerate(grid):
-            repeats = []
-            for seed in range(1, args.repeats + 1):
-                key = label + json.dumps({**settings, "job.seed": seed}, sort_keys=True)
-                if key not in done:
-                    done[key] = run(args.build, tmp, {**settings, "job.seed": seed},
-                                    os.path.join(tmp, f"{len(results)}-{number}-{seed}.jsonl"))
-                    json.dump(done, open(partial, "w"))
-                repeats.append(done[key])
-                print(label, json.dumps(done[key]), flush=True)
-            results[label].append(summarise_repeats(repeats))
+    labels = [label for label in chosen if not args.only or any(chosen_by(prefix, label) for prefix in args.only)]
+    for place, label, number, settings, seed in run_order(labels, chosen, args.repeats, args.interleave):
+        key = run_key(label, settings, seed)
+        if key not in done:
+            done[key] = run(args.build, tmp, {**settings, "job.seed": seed},
+                            os.path.join(tmp, f"{place}-{number}-{seed}.jsonl"))
+            json.dump(done, open(partial, "w"))
+        print(label, json.dumps(done[key]), flush=True)
+    results = {label: [summarise_repeats([done[run_key(label, settings, seed)] for seed in range(1, args.repeats + 1)])
+                       for settings in chosen[label]] for label in labels}
     best = {label: best_of(runs) for label, runs in results.items()}
     for label, r in best.items():
         if r is not None and not args.bests_of:  # a study's bests are no grid to have edges
