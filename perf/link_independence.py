@@ -72,7 +72,7 @@ def main():
             seen[row][study] = result
             named[row] = (ranks, label, setting_text(settings), seed)
     lines = ["# The same settings and seeds on different links: epochs to the target and best test accuracy", "",
-             "Command: `python3 perf/link_independence.py " + " ".join(args.studies) + "`", "",
+             "Command: `python3 perf/link_independence.py " + " ".join(args.studies) + f" --out {args.out}`", "",
              "Best accuracy: ? where a study with repeats kept it for its median run only.", "",
              "| ranks | strategy | settings | seed | studies (links) | epochs to target | best accuracy | same on every link |",
              "|---|---|---|---|---|---|---|---|"]
