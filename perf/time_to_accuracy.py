@@ -282,7 +282,10 @@ RANKS_GRID_VGG = {"ssgd, global batch 512": [ssgd(512, lr, 4) for lr in (0.04, 0
 # learning rate either side of their 3 Gbit/s best (0.02); ssgd at global batch 128 at its 3 Gbit/s best beside them
 # (first, so that a study cut short keeps the baseline), the reference every speed-up is taken against. At 10
 # Gbit/s shadow average's best lay on the grid's upper edge (0.04), so the grid goes one rate past it (0.08).
-CLOCK_GRID_VGG = {"ssgd, global batch 128": [ssgd(128, 0.02, 2)],
+# The 3 Gbit/s grid's best ssgd (global batch 128, lr 0.02, a 2-epoch cosine): the reference beside the small-VGG
+# grids below, first in each, so that a study cut short keeps it.
+BEST_SSGD_3GBIT_VGG = {"ssgd, global batch 128": [ssgd(128, 0.02, 2)]}
+CLOCK_GRID_VGG = {**BEST_SSGD_3GBIT_VGG,
                   "shadow average, batch 16": [learners("shadow", 16, lr, 2, **{"sync.shadow_rule": "average"})
                                                for lr in (0.01, 0.02, 0.04, 0.08)],
                   "shadow elastic, batch 16": [learners("shadow", 16, lr, 3, **{"sync.shadow_rule": "elastic"})
@@ -290,18 +293,17 @@ CLOCK_GRID_VGG = {"ssgd, global batch 128": [ssgd(128, 0.02, 2)],
 
 # --sma-grid (small VGG only): sma, which every small-VGG study so far ran at one setting (lr 0.02, a 3-epoch cosine,
 # LeNet-5's alpha), tuned: one learning rate either side of that at its 3-epoch cosine, and a 2-epoch cosine at 0.02
-# (it reached 0.90 at 2.00 epochs at 3 Gbit/s, where the other learners' bests moved to 2-epoch cosines). The 3 Gbit/s
-# grid's best ssgd (global batch 128) beside it first, as the reference and so that a study cut short keeps it.
+# (it reached 0.90 at 2.00 epochs at 3 Gbit/s, where the other learners' bests moved to 2-epoch cosines).
 # Over shared memory the 2-epoch cosine was best, on the schedule's short edge: then a 1-epoch cosine too.
-SMA_GRID_VGG = {"ssgd, global batch 128": [ssgd(128, 0.02, 2)],
+SMA_GRID_VGG = {**BEST_SSGD_3GBIT_VGG,
                 "sma, batch 16 per learner, auto-tuned learners": [learners("sma", 16, lr, e, **{"sync.alpha": 0.1})
                                                                    for lr, e in ((0.02, 3), (0.01, 3), (0.04, 3),
                                                                                  (0.02, 2), (0.02, 1))]}
 
 # --block-momentum-grid (small VGG only): shadow's block-momentum rule, which every small-VGG study so far ran at one
-# setting (lr 0.02, a 3-epoch cosine), over learning rates either side at that cosine, beside the 3 Gbit/s grid's best ssgd.
+# setting (lr 0.02, a 3-epoch cosine), over learning rates either side at that cosine.
 # Over shared memory the lowest (0.01) was best, on the grid's edge: then 0.005 too.
-BLOCK_MOMENTUM_GRID_VGG = {"ssgd, global batch 128": [ssgd(128, 0.02, 2)],
+BLOCK_MOMENTUM_GRID_VGG = {**BEST_SSGD_3GBIT_VGG,
                            "shadow block-momentum, batch 16": [
                                learners("shadow", 16, lr, 3, **{"sync.shadow_rule": "block-momentum"})
                                for lr in (0.01, 0.02, 0.04, 0.005)]}
