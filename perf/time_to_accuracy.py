@@ -65,12 +65,15 @@ whose link is shaped to G Gbit/s (as root), and each run reports where the
 ranks' time went (computing; waiting on transfers, gradient sums or other
 ranks). --ranks N runs N ranks instead of 2; with more ranks than cores they
 share the cores (oversubscribed: Open MPI's waiting ranks yield), and the
-report says so.
+report says so. --bests-of runs earlier studies' best settings again, and with
+--neighbours, for the strategies named, each best one step either side in
+learning rate and schedule length too: a best found on a grid's edge checked
+from inside a grid, side by side with the others' bests.
 
 Usage: perf/time_to_accuracy.py [--build build] [--out perf/results/time_to_accuracy] [--plot-best]
                                 [--small-grid | --tuned-grid | --slow-link-grid | --ranks-grid |
                                  --clock-grid | --sma-grid | --block-momentum-grid |
-                                 --bests-of STUDY.json... [--top K]]
+                                 --bests-of STUDY.json... [--top K] [--neighbours PREFIX...]]
                                 [--repeats N [--interleave]] [--gbit G [--steady-link]] [--ranks N]
                                 [--only PREFIX...] [--resume]
 """
@@ -384,9 +387,29 @@ def named_grids(args):
 def grid_for(args):
     """The grid the flags name: the bests of earlier studies, the first grid flag given, or the full grid."""
     if args.bests_of:
-        return bests_grid(args.bests_of, args.top)
+        grid = bests_grid(args.bests_of, args.top)
+        return {label: neighbourhoods(settings) if neighboured(args, label) else settings
+                for label, settings in grid.items()}
     named = named_grids(args)
     return named[0][1] if named else GRID
+
+
+def neighboured(args, label):
+    """Whether --neighbours names `label` (by --only's rule)."""
+    return any(chosen_by(prefix, label) for prefix in args.neighbours or [])
+
+
+def neighbourhoods(bests):
+    """Each best setting and its neighbours: the learning rate halved and doubled at its schedule, and the schedule
+    one epoch shorter (if any is left) and longer at its rate; a setting reached from two bests runs once."""
+    grid = []
+    for best in bests:
+        lr, epochs = best["optimizer.lr"], best["train.epochs"]
+        for settings in ([best] + [{**best, "optimizer.lr": lr * f} for f in (0.5, 2)] +
+                         [{**best, "train.epochs": e} for e in (epochs - 1, epochs + 1) if e >= 1]):
+            if settings not in grid:
+                grid.append(settings)
+    return grid
 
 
 def bests_grid(studies, top):
@@ -444,6 +467,10 @@ def main():
     ap.add_argument("--bests-of", metavar="STUDY.json", nargs="+",
                     help="instead of a grid: each strategy's --top fastest settings in each of these studies' JSONs")
     ap.add_argument("--top", type=int, default=2, help="with --bests-of: settings per strategy (default 2)")
+    ap.add_argument("--neighbours", nargs="+", metavar="PREFIX",
+                    help="with --bests-of: for the strategies whose labels start with one of these (as --only), "
+                         "each best also one step either side (learning rate halved and doubled, schedule one "
+                         "epoch shorter and longer), so that its edges are checked")
     ap.add_argument("--steady-link", action="store_true",
                     help="shape with scripts/shaped-net.sh --steady (bursts held to the rate too)")
     ap.add_argument("--only", nargs="+", metavar="PREFIX",
@@ -455,6 +482,8 @@ def main():
     shaped_study.STEADY_LINK = args.steady_link
     if RANKS < 2:
         ap.error("--ranks: at least 2")
+    if args.neighbours and not args.bests_of:
+        ap.error("--neighbours: only with --bests-of")
     for flag, grid in named_grids(args):
         if grid is None:
             ap.error(f"{flag}: a grid of --model vgg_small")
@@ -466,6 +495,7 @@ def main():
                 (["--interleave"] if args.interleave else []) +
                 ([f"--bests-of {' '.join(os.path.relpath(b, ROOT) for b in args.bests_of)} --top {args.top}"]
                  if args.bests_of else []) +
+                ([f"--neighbours {' '.join(repr(n) for n in args.neighbours)}"] if args.neighbours else []) +
                 (["--steady-link"] if args.steady_link else []))
     tmp = tempfile.mkdtemp()
     if args.plot_best:
@@ -489,7 +519,7 @@ def main():
                        for settings in chosen[label]] for label in labels}
     best = {label: best_of(runs) for label, runs in results.items()}
     for label, r in best.items():
-        if r is not None and not args.bests_of:  # a study's bests are no grid to have edges
+        if r is not None and (not args.bests_of or neighboured(args, label)):  # bests alone are no grid
             r["edges"] = grid_edges(r["settings"], chosen[label])
     lines = table(best)
     text = "\n".join(lines) + "\n"

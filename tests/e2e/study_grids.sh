@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# perf/time_to_accuracy.py's grid rules on hand-made studies: --bests-of takes
+# each strategy's fastest settings that reached the target (a setting that
+# missed it in a repeat never), --neighbours adds each named best's
+# neighbours (learning rate halved and doubled, schedule one epoch either
+# side, none below 1 epoch), a best on a tuned key's extreme is an edge, and
+# --interleave runs every setting once per seed before the next seed.
+# Usage: study_grids.sh BURSTPOOL_BINARY SOURCE_DIR
+set -u
+source "$(dirname "$0")/lib/harness.sh" "$@"
+
+if out=$(cd "$src/perf" && python3 - "$work" <<'PY' 2>&1
+import argparse, json, sys
+import time_to_accuracy as tta
+
+ssgd = {"sync.strategy": "ssgd", "train.batch_size": 128, "optimizer.lr": 0.02, "train.epochs": 2}
+bm = {"sync.strategy": "shadow", "optimizer.lr": 0.005, "train.epochs": 3, "train.eval_every": 468}
+run = lambda settings, seconds: {"settings": {**settings, "job.seed": 1}, "time_to_target_seconds": seconds}
+study = f"{sys.argv[1]}/study.json"
+json.dump({"runs": {"ssgd": [run(ssgd, 130.0), run({**ssgd, "optimizer.lr": 0.04}, 120.0),
+                             run({**ssgd, "optimizer.lr": 0.08}, None)],
+                    "shadow bm": [run(bm, 124.0), run({**bm, "optimizer.lr": 0.01}, 150.0)],
+                    "sma": [run({"sync.strategy": "sma", "optimizer.lr": 0.02, "train.epochs": 1}, None)]}},
+          open(study, "w"))
+args = lambda neighbours: argparse.Namespace(bests_of=[study], top=1, neighbours=neighbours)
+
+plain = tta.grid_for(args(None))
+assert list(plain) == ["ssgd", "shadow bm"], plain  # sma never reached the target
+assert plain["ssgd"] == [{**ssgd, "optimizer.lr": 0.04}], plain["ssgd"]  # the fastest that reached it
+assert plain["shadow bm"] == [{"sync.strategy": "shadow", "optimizer.lr": 0.005, "train.epochs": 3}], plain
+grid = tta.grid_for(args(["shadow"]))
+assert grid["ssgd"] == plain["ssgd"], "only the named strategies get neighbours"
+pairs = [(s["optimizer.lr"], s["train.epochs"]) for s in grid["shadow bm"]]
+assert pairs == [(0.005, 3), (0.0025, 3), (0.01, 3), (0.005, 2), (0.005, 4)], pairs
+assert tta.grid_edges(grid["shadow bm"][0], grid["shadow bm"]) == [], "the centre is inside"
+assert tta.grid_edges(grid["shadow bm"][1], grid["shadow bm"]) == ["lr lowest"]
+assert tta.grid_edges(grid["shadow bm"][4], grid["shadow bm"]) == ["epochs highest"]
+short = tta.neighbourhoods([{"optimizer.lr": 0.02, "train.epochs": 1}, {"optimizer.lr": 0.04, "train.epochs": 1}])
+assert [(s["optimizer.lr"], s["train.epochs"]) for s in short] == [
+    (0.02, 1), (0.01, 1), (0.04, 1), (0.02, 2), (0.08, 1), (0.04, 2)], short  # no 0-epoch; (0.04, 1) once
+
+order = [(label, n, seed) for _, label, n, _, seed in tta.run_order(["a", "b"], {"a": [1, 2], "b": [3]}, 2, True)]
+assert order == [("a", 0, 1), ("a", 1, 1), ("b", 0, 1), ("a", 0, 2), ("a", 1, 2), ("b", 0, 2)], order
+print("bests, neighbours (5 around lr 0.005 at 3 epochs), edges and rounds as worked by hand")
+PY
+); then echo "ok   $out"; else fail "$out"; fi
+
+finish study_grids
