@@ -73,7 +73,8 @@ from inside a grid, side by side with the others' bests.
 Usage: perf/time_to_accuracy.py [--build build] [--out perf/results/time_to_accuracy] [--plot-best]
                                 [--small-grid | --tuned-grid | --slow-link-grid | --ranks-grid |
                                  --clock-grid | --sma-grid | --block-momentum-grid |
-                                 --bests-of STUDY.json... [--top K] [--neighbours PREFIX...]]
+                                 --bests-of STUDY.json... [--top K]
+                                 [--neighbours PREFIX... [--neighbour-keys lr|epochs...]]]
                                 [--repeats N [--interleave]] [--gbit G [--steady-link]] [--ranks N]
                                 [--only PREFIX...] [--resume]
 """
@@ -388,7 +389,7 @@ def grid_for(args):
     """The grid the flags name: the bests of earlier studies, the first grid flag given, or the full grid."""
     if args.bests_of:
         grid = bests_grid(args.bests_of, args.top)
-        return {label: neighbourhoods(settings) if neighboured(args, label) else settings
+        return {label: neighbourhoods(settings, args.neighbour_keys) if neighboured(args, label) else settings
                 for label, settings in grid.items()}
     named = named_grids(args)
     return named[0][1] if named else GRID
@@ -399,14 +400,16 @@ def neighboured(args, label):
     return any(chosen_by(prefix, label) for prefix in args.neighbours or [])
 
 
-def neighbourhoods(bests):
-    """Each best setting and its neighbours: the learning rate halved and doubled at its schedule, and the schedule
-    one epoch shorter (if any is left) and longer at its rate; a setting reached from two bests runs once."""
+def neighbourhoods(bests, keys=("lr", "epochs")):
+    """Each best setting and its neighbours in `keys`: "lr", the learning rate halved and doubled at its schedule;
+    "epochs", the schedule one epoch shorter (if any is left) and longer at its rate. A setting reached from two
+    bests runs once."""
     grid = []
     for best in bests:
         lr, epochs = best["optimizer.lr"], best["train.epochs"]
-        for settings in ([best] + [{**best, "optimizer.lr": lr * f} for f in (0.5, 2)] +
-                         [{**best, "train.epochs": e} for e in (epochs - 1, epochs + 1) if e >= 1]):
+        rates = [{**best, "optimizer.lr": lr * f} for f in (0.5, 2)] if "lr" in keys else []
+        lengths = [{**best, "train.epochs": e} for e in (epochs - 1, epochs + 1) if e >= 1] if "epochs" in keys else []
+        for settings in [best] + rates + lengths:
             if settings not in grid:
                 grid.append(settings)
     return grid
@@ -471,6 +474,9 @@ def main():
                     help="with --bests-of: for the strategies whose labels start with one of these (as --only), "
                          "each best also one step either side (learning rate halved and doubled, schedule one "
                          "epoch shorter and longer), so that its edges are checked")
+    ap.add_argument("--neighbour-keys", nargs="+", choices=("lr", "epochs"), default=["lr", "epochs"],
+                    help="with --neighbours: step only these keys (default both), e.g. epochs to check a "
+                         "schedule edge without the learning rates again")
     ap.add_argument("--steady-link", action="store_true",
                     help="shape with scripts/shaped-net.sh --steady (bursts held to the rate too)")
     ap.add_argument("--only", nargs="+", metavar="PREFIX",
@@ -496,6 +502,8 @@ def main():
                 ([f"--bests-of {' '.join(os.path.relpath(b, ROOT) for b in args.bests_of)} --top {args.top}"]
                  if args.bests_of else []) +
                 ([f"--neighbours {' '.join(repr(n) for n in args.neighbours)}"] if args.neighbours else []) +
+                ([f"--neighbour-keys {' '.join(args.neighbour_keys)}"]
+                 if args.neighbours and args.neighbour_keys != ["lr", "epochs"] else []) +
                 (["--steady-link"] if args.steady_link else []))
     tmp = tempfile.mkdtemp()
     if args.plot_best:

@@ -3,8 +3,9 @@
 # each strategy's fastest settings that reached the target (a setting that
 # missed it in a repeat never), --neighbours adds each named best's
 # neighbours (learning rate halved and doubled, schedule one epoch either
-# side, none below 1 epoch), a best on a tuned key's extreme is an edge, and
-# --interleave runs every setting once per seed before the next seed.
+# side, none below 1 epoch; --neighbour-keys steps only the keys named), a
+# best on a tuned key's extreme is an edge, and --interleave runs every
+# setting once per seed before the next seed.
 # Usage: study_grids.sh BURSTPOOL_BINARY SOURCE_DIR
 set -u
 source "$(dirname "$0")/lib/harness.sh" "$@"
@@ -22,7 +23,8 @@ json.dump({"runs": {"ssgd": [run(ssgd, 130.0), run({**ssgd, "optimizer.lr": 0.04
                     "shadow bm": [run(bm, 124.0), run({**bm, "optimizer.lr": 0.01}, 150.0)],
                     "sma": [run({"sync.strategy": "sma", "optimizer.lr": 0.02, "train.epochs": 1}, None)]}},
           open(study, "w"))
-args = lambda neighbours: argparse.Namespace(bests_of=[study], top=1, neighbours=neighbours)
+args = lambda neighbours, keys=("lr", "epochs"): argparse.Namespace(bests_of=[study], top=1, neighbours=neighbours,
+                                                                    neighbour_keys=keys)
 
 plain = tta.grid_for(args(None))
 assert list(plain) == ["ssgd", "shadow bm"], plain  # sma never reached the target
@@ -35,6 +37,8 @@ assert pairs == [(0.005, 3), (0.0025, 3), (0.01, 3), (0.005, 2), (0.005, 4)], pa
 assert tta.grid_edges(grid["shadow bm"][0], grid["shadow bm"]) == [], "the centre is inside"
 assert tta.grid_edges(grid["shadow bm"][1], grid["shadow bm"]) == ["lr lowest"]
 assert tta.grid_edges(grid["shadow bm"][4], grid["shadow bm"]) == ["epochs highest"]
+lengths = [(s["optimizer.lr"], s["train.epochs"]) for s in tta.grid_for(args(["shadow"], ["epochs"]))["shadow bm"]]
+assert lengths == [(0.005, 3), (0.005, 2), (0.005, 4)], lengths  # --neighbour-keys epochs: the schedule alone
 short = tta.neighbourhoods([{"optimizer.lr": 0.02, "train.epochs": 1}, {"optimizer.lr": 0.04, "train.epochs": 1}])
 assert [(s["optimizer.lr"], s["train.epochs"]) for s in short] == [
     (0.02, 1), (0.01, 1), (0.04, 1), (0.02, 2), (0.08, 1), (0.04, 2)], short  # no 0-epoch; (0.04, 1) once
