@@ -374,9 +374,10 @@ def run_order(labels, grid, repeats, interleave):
     return [(*one, seed) for one in settings for seed in seeds]
 
 
-def chosen_by(prefix, label):
-    """--only's rule: `label` starts with `prefix`; a prefix ending in $ must be the whole label."""
-    return label == prefix[:-1] if prefix.endswith("$") else label.startswith(prefix)
+def chosen_by(prefixes, label):
+    """--only's and --neighbours' rule: `label` starts with one of `prefixes`; a prefix ending in $ must be the
+    whole label."""
+    return any(label == prefix[:-1] if prefix.endswith("$") else label.startswith(prefix) for prefix in prefixes)
 
 
 def named_grids(args):
@@ -395,12 +396,15 @@ def grid_for(args):
     return named[0][1] if named else GRID
 
 
+NEIGHBOUR_KEYS = ("lr", "epochs")  # the keys --neighbours steps: learning rate, schedule length
+
+
 def neighboured(args, label):
-    """Whether --neighbours names `label` (by --only's rule)."""
-    return any(chosen_by(prefix, label) for prefix in args.neighbours or [])
+    """Whether --neighbours names `label`."""
+    return chosen_by(args.neighbours or [], label)
 
 
-def neighbourhoods(bests, keys=("lr", "epochs")):
+def neighbourhoods(bests, keys=NEIGHBOUR_KEYS):
     """Each best setting and its neighbours in `keys`: "lr", the learning rate halved and doubled at its schedule;
     "epochs", the schedule one epoch shorter (if any is left) and longer at its rate. A setting reached from two
     bests runs once."""
@@ -474,7 +478,7 @@ def main():
                     help="with --bests-of: for the strategies whose labels start with one of these (as --only), "
                          "each best also one step either side (learning rate halved and doubled, schedule one "
                          "epoch shorter and longer), so that its edges are checked")
-    ap.add_argument("--neighbour-keys", nargs="+", choices=("lr", "epochs"), default=["lr", "epochs"],
+    ap.add_argument("--neighbour-keys", nargs="+", choices=NEIGHBOUR_KEYS, default=list(NEIGHBOUR_KEYS),
                     help="with --neighbours: step only these keys (default both), e.g. epochs to check a "
                          "schedule edge without the learning rates again")
     ap.add_argument("--steady-link", action="store_true",
@@ -503,7 +507,7 @@ def main():
                  if args.bests_of else []) +
                 ([f"--neighbours {' '.join(repr(n) for n in args.neighbours)}"] if args.neighbours else []) +
                 ([f"--neighbour-keys {' '.join(args.neighbour_keys)}"]
-                 if args.neighbours and args.neighbour_keys != ["lr", "epochs"] else []) +
+                 if args.neighbours and args.neighbour_keys != list(NEIGHBOUR_KEYS) else []) +
                 (["--steady-link"] if args.steady_link else []))
     tmp = tempfile.mkdtemp()
     if args.plot_best:
@@ -515,7 +519,7 @@ def main():
     partial = args.out + ".partial.json"
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     done = json.load(open(partial)) if args.resume and os.path.exists(partial) else {}
-    labels = [label for label in chosen if not args.only or any(chosen_by(prefix, label) for prefix in args.only)]
+    labels = [label for label in chosen if not args.only or chosen_by(args.only, label)]
     for place, label, number, settings, seed in run_order(labels, chosen, args.repeats, args.interleave):
         key = run_key(label, settings, seed)
         if key not in done:
