@@ -406,13 +406,15 @@ def neighboured(args, label):
 
 def neighbourhoods(bests, keys=NEIGHBOUR_KEYS):
     """Each best setting and its neighbours in `keys`: "lr", the learning rate halved and doubled at its schedule;
-    "epochs", the schedule one epoch shorter (if any is left) and longer at its rate. A setting reached from two
-    bests runs once."""
+    "epochs", the schedule a quarter of its length shorter (if any is left) and longer at its rate, at least one
+    epoch (so 1 around 2-5 epochs, 3 around 12: one epoch either side of a long cosine changes little). A setting
+    reached from two bests runs once."""
     grid = []
     for best in bests:
         lr, epochs = best["optimizer.lr"], best["train.epochs"]
+        step = max(1, round(epochs / 4))
         rates = [{**best, "optimizer.lr": lr * f} for f in (0.5, 2)] if "lr" in keys else []
-        lengths = [{**best, "train.epochs": e} for e in (epochs - 1, epochs + 1) if e >= 1] if "epochs" in keys else []
+        lengths = [{**best, "train.epochs": e} for e in (epochs - step, epochs + step) if e >= 1] if "epochs" in keys else []
         for settings in [best] + rates + lengths:
             if settings not in grid:
                 grid.append(settings)
@@ -476,8 +478,8 @@ def main():
     ap.add_argument("--top", type=int, default=2, help="with --bests-of: settings per strategy (default 2)")
     ap.add_argument("--neighbours", nargs="+", metavar="PREFIX",
                     help="with --bests-of: for the strategies whose labels start with one of these (as --only), "
-                         "each best also one step either side (learning rate halved and doubled, schedule one "
-                         "epoch shorter and longer), so that its edges are checked")
+                         "each best also one step either side (learning rate halved and doubled, schedule shorter "
+                         "and longer by a quarter of its length, at least an epoch), so that its edges are checked")
     ap.add_argument("--neighbour-keys", nargs="+", choices=NEIGHBOUR_KEYS, default=list(NEIGHBOUR_KEYS),
                     help="with --neighbours: step only these keys (default both), e.g. epochs to check a "
                          "schedule edge without the learning rates again")

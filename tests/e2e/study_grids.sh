@@ -2,8 +2,8 @@
 # perf/time_to_accuracy.py's grid rules on hand-made studies: --bests-of takes
 # each strategy's fastest settings that reached the target (a setting that
 # missed it in a repeat never), --neighbours adds each named best's
-# neighbours (learning rate halved and doubled, schedule one epoch either
-# side, none below 1 epoch; --neighbour-keys steps only the keys named), a
+# neighbours (learning rate halved and doubled, schedule a quarter of its
+# length either side, at least one epoch, none below 1 epoch; --neighbour-keys steps only the keys named), a
 # best on a tuned key's extreme is an edge, and --interleave runs every
 # setting once per seed before the next seed.
 # Usage: study_grids.sh BURSTPOOL_BINARY SOURCE_DIR
@@ -42,6 +42,8 @@ assert lengths == [(0.005, 3), (0.005, 2), (0.005, 4)], lengths  # --neighbour-k
 short = tta.neighbourhoods([{"optimizer.lr": 0.02, "train.epochs": 1}, {"optimizer.lr": 0.04, "train.epochs": 1}])
 assert [(s["optimizer.lr"], s["train.epochs"]) for s in short] == [
     (0.02, 1), (0.01, 1), (0.04, 1), (0.02, 2), (0.08, 1), (0.04, 2)], short  # no 0-epoch; (0.04, 1) once
+long = tta.neighbourhoods([{"optimizer.lr": 0.1, "train.epochs": 12}, {"optimizer.lr": 0.1, "train.epochs": 6}], ["epochs"])
+assert [s["train.epochs"] for s in long] == [12, 9, 15, 6, 4, 8], long  # a quarter of 12 is 3; of 6, 1.5 -> 2
 
 order = [(label, n, seed) for _, label, n, _, seed in tta.run_order(["a", "b"], {"a": [1, 2], "b": [3]}, 2, True)]
 assert order == [("a", 0, 1), ("a", 1, 1), ("b", 0, 1), ("a", 0, 2), ("a", 1, 2), ("b", 0, 2)], order
