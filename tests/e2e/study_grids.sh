@@ -3,9 +3,10 @@
 # each strategy's fastest settings that reached the target (a setting that
 # missed it in a repeat never), --neighbours adds each named best's
 # neighbours (learning rate halved and doubled, schedule a quarter of its
-# length either side, at least one epoch, none below 1 epoch; --neighbour-keys steps only the keys named), a
-# best on a tuned key's extreme is an edge, and --interleave runs every
-# setting once per seed before the next seed.
+# length either side, a step of at least one epoch, no schedule below 1
+# epoch; --neighbour-keys steps only the keys named), a best on a tuned
+# key's extreme is an edge, and --interleave runs every setting once per
+# seed before the next seed.
 # Usage: study_grids.sh BURSTPOOL_BINARY SOURCE_DIR
 set -u
 source "$(dirname "$0")/lib/harness.sh" "$@"
