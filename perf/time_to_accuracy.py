@@ -68,13 +68,15 @@ share the cores (oversubscribed: Open MPI's waiting ranks yield), and the
 report says so. --bests-of runs earlier studies' best settings again, and with
 --neighbours, for the strategies named, each best one step either side in
 learning rate and schedule length too: a best found on a grid's edge checked
-from inside a grid, side by side with the others' bests.
+from inside a grid, side by side with the others' bests (--neighbour-keys
+batch: ssgd at half and twice its global batch, the learning rate scaled
+with it, the batch's edges checked likewise).
 
 Usage: perf/time_to_accuracy.py [--build build] [--out perf/results/time_to_accuracy] [--plot-best]
                                 [--small-grid | --tuned-grid | --slow-link-grid | --ranks-grid |
                                  --clock-grid | --sma-grid | --block-momentum-grid |
                                  --bests-of STUDY.json... [--top K]
-                                 [--neighbours PREFIX... [--neighbour-keys lr|epochs...]]]
+                                 [--neighbours PREFIX... [--neighbour-keys lr|epochs|batch...]]]
                                 [--repeats N [--interleave]] [--gbit G [--steady-link]] [--ranks N]
                                 [--only PREFIX...] [--resume]
 """
@@ -390,13 +392,21 @@ def grid_for(args):
     """The grid the flags name: the bests of earlier studies, the first grid flag given, or the full grid."""
     if args.bests_of:
         grid = bests_grid(args.bests_of, args.top)
-        return {label: neighbourhoods(settings, args.neighbour_keys) if neighboured(args, label) else settings
-                for label, settings in grid.items()}
+        chosen = {label: neighbourhoods(settings, args.neighbour_keys) if neighboured(args, label) else settings
+                  for label, settings in grid.items()}
+        if "batch" in args.neighbour_keys:
+            for label in [label for label in grid if neighboured(args, label)]:
+                for settings in batch_neighbours(grid[label]):
+                    known = chosen.setdefault(ssgd_label(settings["train.batch_size"]), [])
+                    if settings not in known:
+                        known.append(settings)
+        return chosen
     named = named_grids(args)
     return named[0][1] if named else GRID
 
 
-NEIGHBOUR_KEYS = ("lr", "epochs")  # the keys --neighbours steps: learning rate, schedule length
+NEIGHBOUR_KEYS = ("lr", "epochs")  # the keys --neighbours steps by default: learning rate, schedule length
+# and, named only, "batch": ssgd's global batch (batch_neighbours)
 
 
 def neighboured(args, label):
@@ -419,6 +429,18 @@ def neighbourhoods(bests, keys=NEIGHBOUR_KEYS):
             if settings not in grid:
                 grid.append(settings)
     return grid
+
+
+def ssgd_label(batch):
+    return f"ssgd, global batch {batch}"
+
+
+def batch_neighbours(bests):
+    """ssgd's bests at half and twice their global batch, the learning rate scaled with it (the linear rule),
+    the schedule's epochs kept, and the evaluation interval and warm-up those of the new batch (ssgd()): the
+    batch's edges checked side by side. Settings of other strategies have no neighbours here."""
+    return [ssgd(best["train.batch_size"] * f // 2, round(best["optimizer.lr"] * f / 2, 4), best["train.epochs"])
+            for best in bests if best["sync.strategy"] == "ssgd" for f in (1, 4)]
 
 
 def bests_grid(studies, top):
@@ -480,9 +502,10 @@ def main():
                     help="with --bests-of: for the strategies whose labels start with one of these (as --only), "
                          "each best also one step either side (learning rate halved and doubled, schedule shorter "
                          "and longer by a quarter of its length, at least an epoch), so that its edges are checked")
-    ap.add_argument("--neighbour-keys", nargs="+", choices=NEIGHBOUR_KEYS, default=list(NEIGHBOUR_KEYS),
-                    help="with --neighbours: step only these keys (default both), e.g. epochs to check a "
-                         "schedule edge without the learning rates again")
+    ap.add_argument("--neighbour-keys", nargs="+", choices=NEIGHBOUR_KEYS + ("batch",), default=list(NEIGHBOUR_KEYS),
+                    help="with --neighbours: step only these keys (default lr and epochs), e.g. epochs to check a "
+                         "schedule edge without the learning rates again; batch: ssgd at half and twice its "
+                         "global batch, the learning rate scaled with it")
     ap.add_argument("--steady-link", action="store_true",
                     help="shape with scripts/shaped-net.sh --steady (bursts held to the rate too)")
     ap.add_argument("--only", nargs="+", metavar="PREFIX",

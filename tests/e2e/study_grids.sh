@@ -4,7 +4,8 @@
 # missed it in a repeat never), --neighbours adds each named best's
 # neighbours (learning rate halved and doubled, schedule a quarter of its
 # length either side, a step of at least one epoch, no schedule below 1
-# epoch; --neighbour-keys steps only the keys named), a best on a tuned
+# epoch; --neighbour-keys steps only the keys named; batch: ssgd at half
+# and twice its global batch, the learning rate scaled), a best on a tuned
 # key's extreme is an edge, and --interleave runs every setting once per
 # seed before the next seed.
 # Usage: study_grids.sh BURSTPOOL_BINARY SOURCE_DIR
@@ -40,6 +41,12 @@ assert tta.grid_edges(grid["shadow bm"][1], grid["shadow bm"]) == ["lr lowest"]
 assert tta.grid_edges(grid["shadow bm"][4], grid["shadow bm"]) == ["epochs highest"]
 lengths = [(s["optimizer.lr"], s["train.epochs"]) for s in tta.grid_for(args(["shadow"], ["epochs"]))["shadow bm"]]
 assert lengths == [(0.005, 3), (0.005, 2), (0.005, 4)], lengths  # --neighbour-keys epochs: the schedule alone
+batches = tta.grid_for(args(["ssgd"], ["batch"]))  # ssgd at half and twice its batch, the rate scaled with it
+assert batches["ssgd"] == plain["ssgd"], batches  # the best itself, no other neighbours
+assert [(label, s["train.batch_size"], s["optimizer.lr"], s["train.epochs"], s["train.eval_every"])
+        for label in ("ssgd, global batch 64", "ssgd, global batch 256") for s in batches[label]] == [
+    ("ssgd, global batch 64", 64, 0.02, 2, 234), ("ssgd, global batch 256", 256, 0.08, 2, 58)], batches
+assert "shadow bm" in batches and len(batches) == 4, "learners get no batch neighbours"
 short = tta.neighbourhoods([{"optimizer.lr": 0.02, "train.epochs": 1}, {"optimizer.lr": 0.04, "train.epochs": 1}])
 assert [(s["optimizer.lr"], s["train.epochs"]) for s in short] == [
     (0.02, 1), (0.01, 1), (0.04, 1), (0.02, 2), (0.08, 1), (0.04, 2)], short  # no 0-epoch; (0.04, 1) once
