@@ -132,6 +132,11 @@ def ssgd(batch, lr, epochs):
             "schedule.warmup_steps": warmup}
 
 
+def ssgd_label(batch):
+    """The grids' label for ssgd at a global batch."""
+    return f"ssgd, global batch {batch}"
+
+
 def learners(strategy, batch, lr, epochs=5, **extra):
     # No evaluation interval here: the grids are built before --ranks is read, and a quarter epoch is
     # RANKS x batch samples an iteration; run() sets it for the ranks it runs on.
@@ -145,7 +150,7 @@ def learners(strategy, batch, lr, epochs=5, **extra):
 # reach as low (0.005), so that no strategy's best sits on its grid's edge unseen.
 SSGD_BATCHES = (32, 64, 128, 256, 1024)
 LEARNER_BATCHES = (8, 16, 32)
-GRID = {f"ssgd, global batch {b}": [ssgd(b, round(0.02 * (b / 32) ** 0.5 * f, 4), 20 if b >= 512 else 8)
+GRID = {ssgd_label(b): [ssgd(b, round(0.02 * (b / 32) ** 0.5 * f, 4), 20 if b >= 512 else 8)
                                     for f in (0.25, 0.5, 1, 2)] for b in SSGD_BATCHES}
 GRID.update({
     f"sma, batch {b} per learner, auto-tuned learners": [learners("sma", b, lr, **{"sync.alpha": 0.1})
@@ -157,10 +162,10 @@ GRID.update({
     f"shadow {rule}, batch {b}": [learners("shadow", b, lr, **{"sync.shadow_rule": rule})
                                   for lr in (0.005, 0.01, 0.02)]
     for rule in ("average", "elastic", "block-momentum") for b in LEARNER_BATCHES})
-LARGE = "ssgd, global batch 1024"
+LARGE = ssgd_label(1024)
 # --small-grid (a slower second model): ssgd at three batches and each learner strategy at batch 16, one
 # learning rate each, the centre of the full grid's.
-SMALL_GRID = {f"ssgd, global batch {b}": [ssgd(b, round(0.02 * (b / 32) ** 0.5, 4), 20 if b >= 512 else 8)]
+SMALL_GRID = {ssgd_label(b): [ssgd(b, round(0.02 * (b / 32) ** 0.5, 4), 20 if b >= 512 else 8)]
               for b in (32, 128, 1024)}
 SMALL_GRID.update({
     "sma, batch 16 per learner, auto-tuned learners": [learners("sma", 16, 0.02, **{"sync.alpha": 0.1})],
@@ -175,7 +180,7 @@ SCHEDULE_GRID = {"ssgd, global batch 128": [ssgd(128, round(0.04 * f, 4), e) for
                                              for e in (4, 8, 12)]}
 # ssgd 32's best (0.01) and 512's (0.16) lay on their grids' edges without shaping, and ssgd 32's (0.005) and
 # local-sgd's (0.005) at 3 Gbit/s: each grid reaches one step past them
-SCHEDULE_GRID.update({f"ssgd, global batch {b}": [ssgd(b, round(0.02 * (b / 32) ** 0.5 * f, 4), 8) for f in factors]
+SCHEDULE_GRID.update({ssgd_label(b): [ssgd(b, round(0.02 * (b / 32) ** 0.5 * f, 4), 8) for f in factors]
                       for b, factors in ((32, (0.125, 0.25, 0.5, 1, 2)), (512, (0.5, 1, 2, 4)))})
 SCHEDULE_GRID.update({
     "local-sgd, batch 16, average every 8": [learners("local-sgd", 16, lr, e, **{"sync.local_steps": 8})
@@ -395,11 +400,9 @@ def grid_for(args):
         chosen = {label: neighbourhoods(settings, args.neighbour_keys) if neighboured(args, label) else settings
                   for label, settings in grid.items()}
         if "batch" in args.neighbour_keys:
-            for label in [label for label in grid if neighboured(args, label)]:
-                for settings in batch_neighbours(grid[label]):
-                    known = chosen.setdefault(ssgd_label(settings["train.batch_size"]), [])
-                    if settings not in known:
-                        known.append(settings)
+            for label, bests in grid.items():
+                for settings in batch_neighbours(bests) if neighboured(args, label) else []:
+                    add_once(chosen, ssgd_label(settings["train.batch_size"]), settings)
         return chosen
     named = named_grids(args)
     return named[0][1] if named else GRID
@@ -431,16 +434,19 @@ def neighbourhoods(bests, keys=NEIGHBOUR_KEYS):
     return grid
 
 
-def ssgd_label(batch):
-    return f"ssgd, global batch {batch}"
-
-
 def batch_neighbours(bests):
     """ssgd's bests at half and twice their global batch, the learning rate scaled with it (the linear rule),
     the schedule's epochs kept, and the evaluation interval and warm-up those of the new batch (ssgd()): the
     batch's edges checked side by side. Settings of other strategies have no neighbours here."""
     return [ssgd(best["train.batch_size"] * f // 2, round(best["optimizer.lr"] * f / 2, 4), best["train.epochs"])
             for best in bests if best["sync.strategy"] == "ssgd" for f in (1, 4)]
+
+
+def add_once(grid, label, settings):
+    """Adds `settings` to `grid`'s list under `label` unless it is there: a setting reached twice runs once."""
+    known = grid.setdefault(label, [])
+    if settings not in known:
+        known.append(settings)
 
 
 def bests_grid(studies, top):
@@ -458,9 +464,7 @@ def bests_grid(studies, top):
             reached = sorted((r for r in runs if r["time_to_target_seconds"] is not None),
                              key=lambda r: r["time_to_target_seconds"])
             for settings in (kept(r["settings"]) for r in reached[:top]):
-                known = grid.setdefault(label, [])
-                if settings not in known:
-                    known.append(settings)
+                add_once(grid, label, settings)
     return grid
 
 
