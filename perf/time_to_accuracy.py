@@ -178,8 +178,8 @@ SMALL_GRID.update({
 # best batch of earlier grids) and the two background-synchronised strategies, local-sgd and shadow average, at
 # batch 16; ssgd at 32 and 512 over the learning rate with the longer schedule; sma and the other shadow rules at
 # their best setting of the full grid.
-SCHEDULE_GRID = {"ssgd, global batch 128": [ssgd(128, round(0.04 * f, 4), e) for f in (0.25, 0.5, 1, 2)
-                                             for e in (4, 8, 12)]}
+SCHEDULE_GRID = {ssgd_label(128): [ssgd(128, round(0.04 * f, 4), e) for f in (0.25, 0.5, 1, 2)
+                                    for e in (4, 8, 12)]}
 # ssgd 32's best (0.01) and 512's (0.16) lay on their grids' edges without shaping, and ssgd 32's (0.005) and
 # local-sgd's (0.005) at 3 Gbit/s: each grid reaches one step past them
 SCHEDULE_GRID.update({ssgd_label(b): [ssgd(b, round(0.02 * (b / 32) ** 0.5 * f, 4), 8) for f in factors]
@@ -200,11 +200,11 @@ SCHEDULE_GRID.update({f"shadow {rule}, batch 16": [learners("shadow", 16, 0.02, 
 # 0.89 in every repeat within 5 epochs), so the grid goes one step past them: ssgd 512 at lr 0.04, local-sgd every
 # 4 iterations, an 8-epoch cosine for averaging every 32 and 128, and then, its best schedule being the longest, a
 # 12-epoch one for averaging every 128.
-SLOW_LINK_GRID = {"ssgd, global batch 512": [ssgd(512, round(0.16 * f, 4), e) for f in (0.5, 1, 2) for e in (3, 4, 8, 12)] +
+SLOW_LINK_GRID = {ssgd_label(512): [ssgd(512, round(0.16 * f, 4), e) for f in (0.5, 1, 2) for e in (3, 4, 8, 12)] +
                   [ssgd(512, 0.04, e) for e in (8, 12)]}
-SLOW_LINK_GRID.update({"ssgd, global batch 128": [ssgd(128, 0.02, 8)],
-                       "ssgd, global batch 256": [ssgd(256, round(0.08 * f, 4), 8) for f in (0.5, 1, 2)],
-                       "ssgd, global batch 1024": [ssgd(1024, round(0.2263 * f, 4), 12) for f in (0.5, 1, 2)]})
+SLOW_LINK_GRID.update({ssgd_label(128): [ssgd(128, 0.02, 8)],
+                       ssgd_label(256): [ssgd(256, round(0.08 * f, 4), 8) for f in (0.5, 1, 2)],
+                       ssgd_label(1024): [ssgd(1024, round(0.2263 * f, 4), 12) for f in (0.5, 1, 2)]})
 SLOW_LINK_GRID.update({
     "local-sgd, batch 16": [learners("local-sgd", 16, lr, 5, **{"sync.local_steps": k})
                             for k in (8, 32, 128, 512, 2048) for lr in (0.005, 0.01, 0.02, 0.04)] +
@@ -227,12 +227,12 @@ SLOW_LINK_GRID["shadow average, batch 16, agreement lag 0"] = [
 # learning rates each, every schedule 3-4 epochs (the unshaped study reached 0.90 in 1.5-2.7); ssgd at 512 also one
 # learning rate lower, where its best lay on a link of 1 Gbit/s held to its rate.
 # The learners come before ssgd at 1024 so that a study cut short keeps the comparison.
-SLOW_LINK_GRID_VGG = {"ssgd, global batch 512": [ssgd(512, lr, 4) for lr in (0.04, 0.08, 0.16, 0.32)],
+SLOW_LINK_GRID_VGG = {ssgd_label(512): [ssgd(512, lr, 4) for lr in (0.04, 0.08, 0.16, 0.32)],
                       "local-sgd, batch 16": [learners("local-sgd", 16, lr, 3, **{"sync.local_steps": 512})
                                               for lr in (0.005, 0.01, 0.02)],
                       "shadow average, batch 16": [learners("shadow", 16, lr, 3, **{"sync.shadow_rule": "average"})
                                                    for lr in (0.005, 0.01, 0.02)],
-                      "ssgd, global batch 1024": [ssgd(1024, lr, 4) for lr in (0.08, 0.16, 0.32)]}
+                      ssgd_label(1024): [ssgd(1024, lr, 4) for lr in (0.08, 0.16, 0.32)]}
 
 
 # --tuned-grid with --model vgg_small (a link of gigabits, runs of minutes: a reduced grid): ssgd at global batches
@@ -242,9 +242,9 @@ SLOW_LINK_GRID_VGG = {"ssgd, global batch 512": [ssgd(512, lr, 4) for lr in (0.0
 # lr 0.02 first on the grid's lower edge), one learning rate lower and a 2-epoch cosine too; ssgd at 32 and shadow
 # one learning rate past the edge their first bests lay on. Both ssgd batches first
 # (on a slow link the best may move from 32 to 128), so that a study cut short keeps the baseline whole; shadow last.
-TUNED_GRID_VGG = {"ssgd, global batch 32": [ssgd(32, lr, 4) for lr in (0.005, 0.01, 0.02, 0.04)],
-                  "ssgd, global batch 128": [ssgd(128, lr, 4) for lr in (0.01, 0.02, 0.04, 0.08)] +
-                                            [ssgd(128, lr, 2) for lr in (0.02, 0.04)],
+TUNED_GRID_VGG = {ssgd_label(32): [ssgd(32, lr, 4) for lr in (0.005, 0.01, 0.02, 0.04)],
+                  ssgd_label(128): [ssgd(128, lr, 4) for lr in (0.01, 0.02, 0.04, 0.08)] +
+                                   [ssgd(128, lr, 2) for lr in (0.02, 0.04)],
                   "local-sgd, batch 16, average every 8": [learners("local-sgd", 16, lr, 3, **{"sync.local_steps": 8})
                                                            for lr in (0.01, 0.02, 0.04)],
                   "shadow average, batch 16": [learners("shadow", 16, lr, 3, **{"sync.shadow_rule": "average"})
@@ -259,7 +259,7 @@ TUNED_GRID_VGG.update({f"shadow {rule}, batch 16": [learners("shadow", 16, 0.02,
 # 0.02, 2 epochs) and tuned the learners' rate at one schedule only (3 epochs), so the schedule goes one step either
 # side at the bests' rates: ssgd at 128 also with a 1-epoch cosine (which ended short of 0.90), the learners with 2-
 # and 4-epoch ones, and then, their bests moving to 2 epochs, with 1-epoch ones too.
-TUNED_GRID_VGG["ssgd, global batch 128"].append(ssgd(128, 0.02, 1))
+TUNED_GRID_VGG[ssgd_label(128)].append(ssgd(128, 0.02, 1))
 TUNED_GRID_VGG["local-sgd, batch 16, average every 8"] += [learners("local-sgd", 16, 0.02, e, **{"sync.local_steps": 8})
                                                            for e in (2, 4, 1)]
 TUNED_GRID_VGG["shadow average, batch 16"] += [learners("shadow", 16, 0.02, e, **{"sync.shadow_rule": "average"})
@@ -277,16 +277,16 @@ TUNED_GRID_VGG["shadow average, batch 16"] += [learners("shadow", 16, 0.02, e, *
 # shorter schedules being slower, a longer one for each (6 and 5 epochs); and ssgd at the smaller global batches,
 # which need fewer epochs but sum more often: 128 at its 2-rank best at 1 Gbit/s (lr 0.02, a 2-epoch cosine), 256
 # between it and 512 (lr 0.04, 4 epochs).
-RANKS_GRID_VGG = {"ssgd, global batch 512": [ssgd(512, lr, 4) for lr in (0.04, 0.08, 0.16)] +
-                                            [ssgd(512, 0.08, e) for e in (3, 6)],
+RANKS_GRID_VGG = {ssgd_label(512): [ssgd(512, lr, 4) for lr in (0.04, 0.08, 0.16)] +
+                                   [ssgd(512, 0.08, e) for e in (3, 6)],
                   "shadow average, batch 16": [learners("shadow", 16, lr, e, **{"sync.shadow_rule": "average"})
                                                for lr, e in ((0.01, 3), (0.02, 3), (0.04, 3), (0.005, 3),
                                                              (0.01, 2), (0.01, 5))],
                   "local-sgd, batch 16": [learners("local-sgd", 16, 0.02, 3, **{"sync.local_steps": 128})],
                   "shadow elastic, batch 16": [learners("shadow", 16, 0.02, 3, **{"sync.shadow_rule": "elastic"})],
-                  "ssgd, global batch 1024": [ssgd(1024, lr, 4) for lr in (0.16, 0.32)],
-                  "ssgd, global batch 128": [ssgd(128, 0.02, 2)],
-                  "ssgd, global batch 256": [ssgd(256, 0.04, 4)]}
+                  ssgd_label(1024): [ssgd(1024, lr, 4) for lr in (0.16, 0.32)],
+                  ssgd_label(128): [ssgd(128, 0.02, 2)],
+                  ssgd_label(256): [ssgd(256, 0.04, 4)]}
 
 # --clock-grid (small VGG only; a point of the network where the 3 Gbit/s grid's bests are known): shadow's learning
 # rate tuned again at the point itself, since its learners average on a clock (a background thread's rounds), so how
@@ -297,7 +297,7 @@ RANKS_GRID_VGG = {"ssgd, global batch 512": [ssgd(512, lr, 4) for lr in (0.04, 0
 # Gbit/s shadow average's best lay on the grid's upper edge (0.04), so the grid goes one rate past it (0.08).
 # The 3 Gbit/s grid's best ssgd (global batch 128, lr 0.02, a 2-epoch cosine): the reference beside the small-VGG
 # grids below, first in each, so that a study cut short keeps it.
-BEST_SSGD_3GBIT_VGG = {"ssgd, global batch 128": [ssgd(128, 0.02, 2)]}
+BEST_SSGD_3GBIT_VGG = {ssgd_label(128): [ssgd(128, 0.02, 2)]}
 CLOCK_GRID_VGG = {**BEST_SSGD_3GBIT_VGG,
                   "shadow average, batch 16": [learners("shadow", 16, lr, 2, **{"sync.shadow_rule": "average"})
                                                for lr in (0.01, 0.02, 0.04, 0.08)],
@@ -411,8 +411,9 @@ def grid_for(args):
                   for label, settings in grid.items()}
         if "batch" in args.neighbour_keys:
             for label, bests in grid.items():
-                for settings in batch_neighbours(bests) if neighboured(args, label) else []:
-                    add_once(chosen, ssgd_label(settings["train.batch_size"]), settings)
+                if neighboured(args, label):
+                    for settings in batch_neighbours(bests):
+                        add_once(chosen, ssgd_label(settings["train.batch_size"]), settings)
         return chosen
     named = named_grids(args)
     return named[0][1] if named else GRID
