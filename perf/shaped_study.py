@@ -153,14 +153,6 @@ def time_shares(m):
     return shares
 
 
-def core_rates(net, ranks):
-    """The sums' core time at each size the network profile `net` measured it: [bytes summed, ms of core per MB
-    the ring moves] (none in a profile measured before it kept them)."""
-    ring = 2 - 2 / ranks
-    return [[c["bytes"], 1e9 * c["seconds"] / (ring * c["bytes"])]
-            for c in net.get("samples", []) if c["kind"] == "core"]
-
-
 def background_files(tmp):
     """The background's job and layer profile in the study's working folder `tmp`, shared by every point."""
     return {"bg_job": os.path.join(tmp, "bg.ini"), "bg_profile": os.path.join(tmp, "bg.prof.json")}
@@ -235,7 +227,6 @@ def simulate_round(build, tmp, point, packing=PACKING):
             "network": {"p2p_gbit": 8e-9 * net["p2p"]["bandwidth_bytes_per_s"],
                         "allreduce_gbit": 8e-9 * net["allreduce"]["bandwidth_bytes_per_s"],
                         "core_ms_per_mb": 1e9 * net["allreduce"].get("core_seconds_per_byte", 0.0),
-                        "core_ms_per_mb_at": core_rates(net, point["ranks"]),
                         "largest_bytes": net.get("largest_bytes"), "seconds": net.get("seconds")},
             "simulated": {mode: {"step_s": s["iteration_s"],
                                  "bg_shared": s["background"]["shared_samples_per_second"],

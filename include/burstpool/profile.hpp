@@ -89,13 +89,6 @@ struct LinkModel {
   // slower per byte than those of 16 MiB), which one line fitted to all of
   // them averages away. Empty: the line alone.
   std::vector<std::pair<double, double>> measured;
-  // The core time itself at the sizes it was measured at, (bytes moved, core
-  // seconds), ascending (measured_curve of the "core" samples), where a
-  // profile has them: per byte it grows with the sum (through the shaped
-  // testbed at 10 Gbit/s, 1.3 ms per MB at 25 MiB and 1.6 at 64 MiB), so the
-  // one rate measured at a bucket's size undercharges a layer's larger sum.
-  // Empty: core_seconds_per_byte at every size.
-  std::vector<std::pair<double, double>> core_measured;
 
   // Seconds to move `bytes`: with 2 or more measured points, interpolated
   // between the two around it; below the smallest, the smallest's time; past
@@ -103,11 +96,6 @@ struct LinkModel {
   // slower (past what was measured a link is not assumed to get faster).
   // Without them, the line.
   double seconds(double bytes) const;
-  // Core seconds a sum moving `bytes` takes from its rank: the per-byte rate
-  // interpolated between the two measured sizes around it, the nearest
-  // one's outside them (not extrapolated: one more size would be a guess);
-  // without measured sizes, core_seconds_per_byte.
-  double core_seconds(double bytes) const;
 };
 
 struct NetworkSample {
@@ -124,11 +112,10 @@ struct NetworkProfile {
   std::vector<NetworkSample> samples;
 };
 
-// The measured points of `samples` of one kind ("p2p", "allreduce", "core":
-// an allreduce's core time) and group, as LinkModel::measured and
-// core_measured want them: x the bytes moved (a ring's 2(n-1)/n x bytes for
-// an allreduce and its core time), sorted; each time at least the one before
-// it (a smaller message measured slower is noise, not a faster link).
+// The measured points of `samples` of one kind ("p2p", "allreduce") and
+// group, as LinkModel::measured wants them: x the bytes moved (a ring's
+// 2(n-1)/n x bytes for an allreduce), sorted; each time at least the one
+// before it (a smaller message measured slower is noise, not a faster link).
 std::vector<std::pair<double, double>> measured_curve(const std::vector<NetworkSample>& samples,
                                                       const std::string& kind, int group);
 
@@ -143,8 +130,7 @@ struct NetworkOptions {
   double deadline_s = 30;                 // one message slower than this is an error (a stalled link)
   // The sums' core time is measured at this size (the gradient bucket's:
   // copies of sums larger than the caches cost more per byte), or at the
-  // largest whose 3 repeats the fit says fit one size's budget; and at
-  // required_bytes too where that is larger, whatever its time.
+  // largest whose 3 repeats the fit says fit one size's budget.
   double core_bytes = kDefaultBucketBytes;
   std::function<void(const std::string&)> progress;  // rank 0: one line per size measured
 };

@@ -62,24 +62,19 @@ ModelProfile layer_profile(const JobConfig& job, const ModelSpec& spec, int thre
   return p;
 }
 
-// Collective: rank 0's `points` (a measured curve), on every rank.
-std::vector<std::pair<double, double>> broadcast_points(std::vector<std::pair<double, double>> points) {
-  int count = static_cast<int>(points.size());
-  BP_MPI_CHECK(MPI_Bcast(&count, 1, MPI_INT, 0, MPI_COMM_WORLD));
-  points.resize(count);
-  BP_MPI_CHECK(MPI_Bcast(points.data(), 2 * count, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-  return points;
-}
-
 // Collective: rank 0's link models, on every rank (the measured allreduce
-// points and its core time's too).
+// points too).
 std::pair<LinkModel, LinkModel> broadcast_links(const NetworkProfile& net) {
   double links[5] = {net.p2p.latency_s, net.p2p.bandwidth_bytes_per_s, net.allreduce.latency_s,
                      net.allreduce.bandwidth_bytes_per_s, net.allreduce.core_seconds_per_byte};
   BP_MPI_CHECK(MPI_Bcast(links, 5, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  std::vector<std::pair<double, double>> points = net.allreduce.measured;
+  int count = static_cast<int>(points.size());
+  BP_MPI_CHECK(MPI_Bcast(&count, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  points.resize(count);
+  BP_MPI_CHECK(MPI_Bcast(points.data(), 2 * count, MPI_DOUBLE, 0, MPI_COMM_WORLD));
   LinkModel allreduce{links[2], links[3], links[4]};
-  allreduce.measured = broadcast_points(net.allreduce.measured);
-  allreduce.core_measured = broadcast_points(net.allreduce.core_measured);
+  allreduce.measured = std::move(points);
   return {{links[0], links[1]}, allreduce};
 }
 

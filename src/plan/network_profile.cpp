@@ -222,23 +222,12 @@ double LinkModel::seconds(double bytes) const {
   return t0 + (bytes - x0) * (t1 - t0) / (x1 - x0);
 }
 
-double LinkModel::core_seconds(double bytes) const {
-  if (core_measured.empty()) return core_seconds_per_byte * bytes;
-  auto rate = [](const std::pair<double, double>& point) { return point.second / point.first; };
-  if (bytes <= core_measured.front().first) return rate(core_measured.front()) * bytes;
-  if (bytes >= core_measured.back().first) return rate(core_measured.back()) * bytes;
-  const auto above = std::lower_bound(core_measured.begin(), core_measured.end(), std::make_pair(bytes, 0.0));
-  const auto& below = *(above - 1);
-  const double share = (bytes - below.first) / (above->first - below.first);
-  return (rate(below) + share * (rate(*above) - rate(below))) * bytes;
-}
-
 std::vector<std::pair<double, double>> measured_curve(const std::vector<NetworkSample>& samples,
                                                       const std::string& kind, int group) {
   std::vector<std::pair<double, double>> points;
   for (const NetworkSample& s : samples)
     if (s.kind == kind && s.group == group)
-      points.emplace_back(kind == "p2p" ? s.bytes : ring_bytes(s.bytes, group), s.seconds);
+      points.emplace_back(kind == "allreduce" ? ring_bytes(s.bytes, group) : s.bytes, s.seconds);
   std::sort(points.begin(), points.end());
   // One point per size (the first), and times that never fall as the size grows.
   points.erase(std::unique(points.begin(), points.end(), [](auto& a, auto& b) { return a.first == b.first; }),
@@ -313,41 +302,25 @@ NetworkProfile profile_network(const NetworkOptions& options) {
                             "on shared cores wait a scheduler tick per message (OMPI_MCA_mpi_yield_when_idle=1 makes "
                             "them yield), or the sizes need more time (profile --network --seconds-per-size)",
                             size_text(net.largest_bytes), options.seconds_per_size));
-  // The core time at the bucket's size, and at the job's largest sum where
-  // that is larger (a layer larger than a bucket), whatever its time.
   constexpr int kCoreRepeats = 3;
-  std::vector<double> core_sizes{core_cost_bytes(net.allreduce, w.size, kCoreRepeats, options)};
-  const double largest_sum = 4 * std::floor(options.required_bytes / 4);
-  if (largest_sum > core_sizes.front()) core_sizes.push_back(largest_sum);
-  for (const double bytes : core_sizes) {
-    if (buffer.size() * 4 < bytes) buffer.resize(static_cast<size_t>(bytes / 4), 1.0f);
-    const double per_byte = measure_core_cost(buffer, bytes, kCoreRepeats, options);
-    // The one rate a reader without the curve charges: the bucket's.
-    if (bytes == core_sizes.front()) net.allreduce.core_seconds_per_byte = per_byte;
-    net.samples.push_back({"core", w.size, bytes, per_byte * ring_bytes(bytes, w.size)});
-    if (options.progress)
-      options.progress(fmt::format("network: an allreduce of {} took {:.3g} ms of a computing rank's core",
-                                   size_text(bytes), 1e3 * net.samples.back().seconds));
-  }
-  net.allreduce.core_measured = measured_curve(net.samples, "core", w.size);
+  const double core_bytes = core_cost_bytes(net.allreduce, w.size, kCoreRepeats, options);
+  if (buffer.size() * 4 < core_bytes) buffer.resize(static_cast<size_t>(core_bytes / 4), 1.0f);
+  net.allreduce.core_seconds_per_byte = measure_core_cost(buffer, core_bytes, kCoreRepeats, options);
+  if (options.progress)
+    options.progress(fmt::format("network: an allreduce of {} took {:.3g} ms of a computing rank's core",
+                                 size_text(core_bytes),
+                                 1e3 * net.allreduce.core_seconds_per_byte * ring_bytes(core_bytes, w.size)));
   net.seconds = seconds_since(start);
   BP_MPI_CHECK(MPI_Bcast(&net.seconds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
   return net;
 }
 
 std::string network_summary(const NetworkProfile& net) {
-  // Where the core time was measured (none in a file without its sizes): the
-  // one rate's size (the bucket's, the first), then each larger one's rate.
-  std::string sizes;
-  for (const auto& [moved, seconds] : net.allreduce.core_measured) {
-    const std::string size = size_text(moved / ring_bytes(1, std::max(2, net.ranks)));
-    sizes += sizes.empty() ? " at " + size : fmt::format(", {:.3g} at {}", 1e9 * seconds / moved, size);
-  }
   return fmt::format(
       "point to point {:.1f} us + bytes / {:.3g} GB/s; allreduce {:.1f} us + 2(n-1)/n bytes / {:.3g} GB/s, "
-      "taking {:.3g} ms of the rank's core per MB moved{} ({} ranks, messages up to {}, measured in {:.1f} s)",
+      "taking {:.3g} ms of the rank's core per MB moved ({} ranks, messages up to {}, measured in {:.1f} s)",
       1e6 * net.p2p.latency_s, net.p2p.bandwidth_bytes_per_s / 1e9, 1e6 * net.allreduce.latency_s,
-      net.allreduce.bandwidth_bytes_per_s / 1e9, 1e9 * net.allreduce.core_seconds_per_byte, sizes, net.ranks,
+      net.allreduce.bandwidth_bytes_per_s / 1e9, 1e9 * net.allreduce.core_seconds_per_byte, net.ranks,
       size_text(net.largest_bytes), net.seconds);
 }
 
@@ -389,7 +362,6 @@ NetworkProfile load_network(const std::string& path) {
   net.seconds = j.value("seconds", 0.0);
   net.samples = load_samples(j, path);
   net.allreduce.measured = measured_curve(net.samples, "allreduce", net.ranks);
-  net.allreduce.core_measured = measured_curve(net.samples, "core", net.ranks);
   return net;
 }
 

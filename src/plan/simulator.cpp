@@ -173,8 +173,8 @@ class StepSimulator {
     group_free_[set] = end;
     // On a CPU the sum's copies and additions run on the rank's own core,
     // inside its progress calls between layers: they delay what it computes
-    // next by the core time the link model measured at the sum's size.
-    const double core = allreduce_.core_seconds(ring_bytes(bytes, n));
+    // next by the core time the link model measured.
+    const double core = allreduce_.core_seconds_per_byte * ring_bytes(bytes, n);
     for (int r : set) {
       reduced_[r] = std::max(reduced_[r], end);
       event(r, Track::gradient_sync, [&] { return "allreduce " + name; }, start, end, false);

@@ -169,32 +169,14 @@ TEST(Network, MeasuredPointsOverrideTheLine) {
   EXPECT_DOUBLE_EQ(link.seconds(7000), 2e-3 + 2000 * 1e-9);
 }
 
-// Hand-worked: measured, a sum moving 1000 B took 1 us of core (1 ns per
-// byte) and 3000 B 9 us (3 ns per byte); the rate per byte is interpolated
-// between them and held at the nearest outside; without points, the one rate.
-TEST(Network, CoreTimePerByteFollowsTheSumsSize) {
-  LinkModel link{1e-5, 1e9, 2e-9};
-  EXPECT_DOUBLE_EQ(link.core_seconds(5000), 1e-5);  // no points: 2 ns per byte
-  link.core_measured = {{1000, 1e-6}, {3000, 9e-6}};
-  EXPECT_DOUBLE_EQ(link.core_seconds(500), 0.5e-6);  // below the smallest: its 1 ns per byte
-  EXPECT_DOUBLE_EQ(link.core_seconds(1000), 1e-6);
-  EXPECT_DOUBLE_EQ(link.core_seconds(2000), 2000 * 2e-9);  // halfway: 2 ns per byte
-  EXPECT_DOUBLE_EQ(link.core_seconds(3000), 9e-6);
-  EXPECT_DOUBLE_EQ(link.core_seconds(6000), 6000 * 3e-9);  // past the largest: its 3 ns per byte
-  link.core_measured = {{1000, 1e-6}};                     // one size: its rate everywhere
-  EXPECT_DOUBLE_EQ(link.core_seconds(4000), 4e-6);
-}
-
 // The curve is the world group's allreduce samples in the bytes a ring
 // moves, sorted, never falling; other kinds and groups are left out.
 TEST(Network, MeasuredCurveIsTheWorldGroupsSums) {
   const std::vector<NetworkSample> samples{{"allreduce", 4, 4000, 3e-3}, {"p2p", 2, 1000, 1e-3},
                                            {"allreduce", 2, 1000, 9e-3}, {"allreduce", 4, 1000, 1e-3},
-                                           {"allreduce", 4, 2000, 0.5e-3}, {"core", 4, 2000, 2e-4}};
+                                           {"allreduce", 4, 2000, 0.5e-3}};
   const std::vector<std::pair<double, double>> expected{{1500, 1e-3}, {3000, 1e-3}, {6000, 3e-3}};
   EXPECT_EQ(measured_curve(samples, "allreduce", 4), expected);
-  const std::vector<std::pair<double, double>> core{{3000, 2e-4}};  // a sum's core time: the ring's bytes too
-  EXPECT_EQ(measured_curve(samples, "core", 4), core);
   const std::vector<std::pair<double, double>> p2p{{1000, 1e-3}};
   EXPECT_EQ(measured_curve(samples, "p2p", 2), p2p);
 }
@@ -207,14 +189,12 @@ TEST(Network, SamplesAndTheCurveAreReadBack) {
   net.ranks = 2;
   net.p2p = {2e-6, 1e9};
   net.allreduce = {5e-6, 5e8};
-  net.samples = {{"p2p", 2, 16, 2e-6}, {"allreduce", 2, 16, 6e-6}, {"allreduce", 2, 64, 9e-6}, {"core", 2, 64, 1e-6}};
+  net.samples = {{"p2p", 2, 16, 2e-6}, {"allreduce", 2, 16, 6e-6}, {"allreduce", 2, 64, 9e-6}};
   save_network(net, path);
   const NetworkProfile back = load_network(path);
-  EXPECT_EQ(back.samples.size(), 4u);
+  EXPECT_EQ(back.samples.size(), 3u);
   const std::vector<std::pair<double, double>> expected{{16, 6e-6}, {64, 9e-6}};
   EXPECT_EQ(back.allreduce.measured, expected);
-  const std::vector<std::pair<double, double>> core{{64, 1e-6}};  // the sums' core time, apart from their time
-  EXPECT_EQ(back.allreduce.core_measured, core);
   EXPECT_TRUE(back.p2p.measured.empty());
   std::ofstream(path) << R"({"p2p": {"latency_s": 1e-6, "bandwidth_bytes_per_s": 1e10}, )"
                          R"("allreduce": {"latency_s": 1e-5, "bandwidth_bytes_per_s": 1e10}, )"
